@@ -1,0 +1,391 @@
+import { type Clock, systemClock } from '../clock.js';
+import { ClosedError, ConflictError, InvalidArgumentError } from '../errors.js';
+import { type Logger, silentLogger } from '../logger.js';
+import {
+  assertJson,
+  identifier,
+  MAX_MESSAGE_BYTES,
+  positiveInteger,
+  scheduleKey,
+  schedulePrefix,
+  validDate,
+} from '../validate.js';
+import type { Aggregate, AggregateContext } from './aggregate.js';
+import type { DriverTransaction, StoreDriver } from './driver.js';
+import type { Event, Message, Schedule, SchedulePage, ScheduleQuery, StoreChange } from './types.js';
+
+/**
+ * The work done inside `store.transact`. Everything it does commits together, or nothing does.
+ * `Sql` is the backend's handle for the application's own queries (`tx.sql`): the better-sqlite3
+ * `Database` on SQLite, the `pg` client inside `BEGIN … COMMIT` on PostgreSQL, `undefined` elsewhere.
+ */
+export interface Transaction<Sql = unknown> {
+  /** The backend's handle for the application's own queries inside this transaction. */
+  readonly sql: Sql;
+  /**
+   * Loads the aggregate `id`, runs `command` against its state and appends the events it raises, with an
+   * optimistic check on the stream's sequence. Returns the new state.
+   */
+  exec<S>(
+    aggregate: Aggregate<S>,
+    id: string,
+    command: (state: S, ag: AggregateContext<S>) => void | Promise<void>,
+  ): Promise<S>;
+  /** Creates the schedule under `key`, or replaces it with a new version. */
+  schedule(key: string, at: Date, message: Message): Promise<void>;
+  /** Cancels the schedule under `key`; a no-op when there is none. Returns whether one was cancelled. */
+  cancelSchedule(key: string): Promise<boolean>;
+  /** Cancels every active schedule whose key starts with `prefix` (literally). Returns how many. */
+  cancelSchedulePrefix(prefix: string): Promise<number>;
+  /** Reads a schedule as this transaction sees it (its own changes included). */
+  loadSchedule(key: string): Promise<Schedule | undefined>;
+  /** Reads an aggregate's events as this transaction sees them. */
+  loadEvents(aggregateId: string): Promise<Event[]>;
+}
+
+export interface TransactOptions {
+  /** How many times to re-run the function after an optimistic conflict (default 10). */
+  maxRetries?: number;
+}
+
+/** Atomic transactions over aggregates' events and schedules, and reads of both. */
+export interface Store<Sql = unknown> {
+  /**
+   * Runs `fn` in one atomic unit and returns its result. A thrown error commits nothing and is rethrown.
+   * On an optimistic conflict the function runs again (bounded), so it must not have side effects
+   * outside the transaction.
+   */
+  transact<T>(fn: (tx: Transaction<Sql>) => T | Promise<T>, options?: TransactOptions): Promise<T>;
+  loadEvents(aggregateId: string): Promise<Event[]>;
+  loadSchedule(key: string): Promise<Schedule | undefined>;
+  /**
+   * Every active schedule with a deadline at or before `through` (all when `undefined`), ordered by
+   * deadline. Reads page by page; for very large sets use {@link Store.pageSchedules} or
+   * {@link Store.iterateSchedules}, which never hold the whole set.
+   */
+  listSchedules(through?: Date): Promise<Schedule[]>;
+  /** One page of active schedules ordered by deadline then key. */
+  pageSchedules(query?: ScheduleQuery): Promise<SchedulePage>;
+  /** Iterates active schedules page by page. */
+  iterateSchedules(query?: Omit<ScheduleQuery, 'after'>): AsyncIterable<Schedule>;
+  /** Listens to schedule changes: local commits and, where the backend has a push channel, remote ones. */
+  onChange(listener: (change: StoreChange) => void): () => void;
+  /** The clock the store stamps events with and the dispatcher runs on. */
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** The driver underneath (for dispatchers and tools; applications should not need it). */
+  readonly driver: StoreDriver<Sql>;
+  close(): Promise<void>;
+}
+
+export interface StoreOptions {
+  clock?: Clock;
+  logger?: Logger;
+}
+
+const DEFAULT_PAGE = 500;
+const MAX_PAGE = 10_000;
+
+/** Builds the public {@link Store} over a backend's {@link StoreDriver}. Backends call this; applications get a Backend. */
+export function createStore<Sql>(driver: StoreDriver<Sql>, options: StoreOptions = {}): Store<Sql> {
+  return new CoreStore(driver, options.clock ?? systemClock, options.logger ?? silentLogger);
+}
+
+interface TxInternals {
+  driverTx: DriverTransaction;
+  /** Marks a schedule consumed by this transaction; false when stale or taken. */
+  consume(key: string, version: number): Promise<boolean>;
+}
+
+const internals = new WeakMap<object, TxInternals>();
+
+/**
+ * Stages the consumption of `key` at `version` in `tx` (dispatchers use this before calling a processor).
+ * Returns false when the schedule is stale or held by another transaction.
+ */
+export function consumeSchedule(tx: Transaction<unknown>, key: string, version: number): Promise<boolean> {
+  const inner = internals.get(tx);
+  if (!inner) throw new InvalidArgumentError('tx', tx, 'is not a duetime transaction');
+  return inner.consume(key, version);
+}
+
+class CoreStore<Sql> implements Store<Sql> {
+  readonly driver: StoreDriver<Sql>;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly #listeners = new Set<(change: StoreChange) => void>();
+  #unwatch: (() => void) | undefined;
+  #closed = false;
+
+  constructor(driver: StoreDriver<Sql>, clock: Clock, logger: Logger) {
+    this.driver = driver;
+    this.clock = clock;
+    this.logger = logger;
+  }
+
+  #open(): void {
+    if (this.#closed) throw new ClosedError('store');
+  }
+
+  async transact<T>(fn: (tx: Transaction<Sql>) => T | Promise<T>, options: TransactOptions = {}): Promise<T> {
+    this.#open();
+    if (typeof fn !== 'function')
+      throw new InvalidArgumentError('fn', fn, 'must be a function (tx) => result');
+    const maxRetries = positiveInteger('options.maxRetries', options.maxRetries ?? 10, { allowZero: true });
+    for (let attempt = 0; ; attempt++) {
+      const driverTx = await this.driver.begin();
+      const tx = new CoreTransaction<Sql>(driverTx, this.clock);
+      let result: T;
+      try {
+        result = await fn(tx);
+        tx.finish();
+        await driverTx.commit();
+      } catch (error) {
+        tx.finish();
+        await driverTx.rollback().catch((rollbackError: unknown) => {
+          this.logger.warn('rollback failed', { error: rollbackError });
+        });
+        const retriable = error instanceof ConflictError && error.kind !== 'schedule';
+        if (retriable && attempt < maxRetries) {
+          await new Promise((resolve) => setTimeout(resolve, backoff(attempt)));
+          continue;
+        }
+        throw error;
+      }
+      if (tx.scheduled)
+        this.#emit({
+          remote: false,
+          ...(tx.earliest !== undefined ? { earliest: new Date(tx.earliest) } : {}),
+        });
+      return result;
+    }
+  }
+
+  async loadEvents(aggregateId: string): Promise<Event[]> {
+    this.#open();
+    return this.driver.loadEvents(identifier('aggregateId', aggregateId));
+  }
+
+  async loadSchedule(key: string): Promise<Schedule | undefined> {
+    this.#open();
+    return this.driver.loadSchedule(scheduleKey(key));
+  }
+
+  async listSchedules(through?: Date): Promise<Schedule[]> {
+    const all: Schedule[] = [];
+    for await (const s of this.iterateSchedules(through === undefined ? {} : { through })) all.push(s);
+    return all;
+  }
+
+  async pageSchedules(query: ScheduleQuery = {}): Promise<SchedulePage> {
+    this.#open();
+    const limit = query.limit === undefined ? DEFAULT_PAGE : positiveInteger('query.limit', query.limit);
+    if (limit > MAX_PAGE) throw new InvalidArgumentError('query.limit', limit, `must be at most ${MAX_PAGE}`);
+    const through = query.through === undefined ? undefined : validDate('through', query.through);
+    const prefix = query.prefix === undefined ? undefined : schedulePrefix(query.prefix);
+    const after = query.after;
+    if (after !== undefined && (typeof after?.at !== 'number' || typeof after?.key !== 'string'))
+      throw new InvalidArgumentError('query.after', after, 'must be the `next` cursor of a previous page');
+    const items = await this.driver.listSchedules({
+      limit,
+      ...(through ? { through } : {}),
+      ...(prefix !== undefined ? { prefix } : {}),
+      ...(after ? { after: { at: after.at, key: after.key } } : {}),
+    });
+    const last = items.at(-1);
+    return items.length === limit && last
+      ? { items, next: { at: last.at.getTime(), key: last.key } }
+      : { items };
+  }
+
+  async *iterateSchedules(query: Omit<ScheduleQuery, 'after'> = {}): AsyncIterable<Schedule> {
+    let page = await this.pageSchedules(query);
+    for (;;) {
+      yield* page.items;
+      if (!page.next) return;
+      page = await this.pageSchedules({ ...query, after: page.next });
+    }
+  }
+
+  onChange(listener: (change: StoreChange) => void): () => void {
+    this.#listeners.add(listener);
+    if (!this.#unwatch && this.driver.watch) {
+      this.#unwatch = this.driver.watch((change) => this.#emit({ ...change, remote: true }));
+    }
+    return () => {
+      this.#listeners.delete(listener);
+      if (this.#listeners.size === 0 && this.#unwatch) {
+        this.#unwatch();
+        this.#unwatch = undefined;
+      }
+    };
+  }
+
+  #emit(change: StoreChange): void {
+    for (const listener of [...this.#listeners]) {
+      try {
+        listener(change);
+      } catch (error) {
+        this.logger.warn('store change listener threw', { error });
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#unwatch?.();
+    this.#unwatch = undefined;
+    this.#listeners.clear();
+    await this.driver.close();
+  }
+}
+
+function backoff(attempt: number): number {
+  const base = Math.min(200, 2 ** attempt);
+  return base / 2 + Math.random() * base;
+}
+
+/** Checks a message and returns a detached copy (what gets stored). */
+export function validMessage(message: unknown, field = 'message'): Message {
+  if (typeof message !== 'object' || message === null || Array.isArray(message))
+    throw new InvalidArgumentError(field, message, 'must be an object { type, aggregateId, data? }');
+  const m = message as Record<string, unknown>;
+  identifier(`${field}.type`, m.type);
+  identifier(`${field}.aggregateId`, m.aggregateId);
+  if (m.data !== undefined) assertJson(`${field}.data`, m.data);
+  const copy: Message = { type: m.type as string, aggregateId: m.aggregateId as string };
+  if (m.data !== undefined) copy.data = JSON.parse(JSON.stringify(m.data));
+  const bytes = Buffer.byteLength(JSON.stringify(copy));
+  if (bytes > MAX_MESSAGE_BYTES)
+    throw new InvalidArgumentError(
+      field,
+      `${bytes} bytes`,
+      `serialises to more than ${MAX_MESSAGE_BYTES} bytes`,
+    );
+  return copy;
+}
+
+class CoreTransaction<Sql> implements Transaction<Sql> {
+  readonly #driverTx: DriverTransaction<Sql>;
+  readonly #clock: Clock;
+  readonly #streams = new Map<string, Event[]>();
+  #finished = false;
+  scheduled = false;
+  earliest: number | undefined;
+
+  constructor(driverTx: DriverTransaction<Sql>, clock: Clock) {
+    this.#driverTx = driverTx;
+    this.#clock = clock;
+    internals.set(this, {
+      driverTx,
+      consume: async (key, version) => {
+        this.#open();
+        return driverTx.consume(key, version);
+      },
+    });
+  }
+
+  get sql(): Sql {
+    this.#open();
+    return this.#driverTx.sql;
+  }
+
+  finish(): void {
+    this.#finished = true;
+  }
+
+  #open(): void {
+    if (this.#finished) throw new ClosedError('transaction (it has already committed or rolled back)');
+  }
+
+  async #stream(id: string): Promise<Event[]> {
+    let events = this.#streams.get(id);
+    if (!events) {
+      events = await this.#driverTx.loadEvents(id);
+      this.#streams.set(id, events);
+    }
+    return events;
+  }
+
+  async exec<S>(
+    agg: Aggregate<S>,
+    id: string,
+    command: (state: S, ag: AggregateContext<S>) => void | Promise<void>,
+  ): Promise<S> {
+    this.#open();
+    if (typeof agg?.fold !== 'function')
+      throw new InvalidArgumentError('aggregate', agg, 'must come from aggregate({...})');
+    identifier('aggregateId', id);
+    if (typeof command !== 'function')
+      throw new InvalidArgumentError('command', command, 'must be a function');
+    const stream = await this.#stream(id);
+    const base = stream.at(-1)?.sequence ?? 0;
+    let state = agg.fold(stream);
+    const raised: Event[] = [];
+    const clock = this.#clock;
+    const ag: AggregateContext<S> = {
+      id,
+      get state() {
+        return state;
+      },
+      get sequence() {
+        return base + raised.length;
+      },
+      raise(type: string, data?: unknown) {
+        identifier('event.type', type);
+        if (!agg.handles(type))
+          throw new InvalidArgumentError(
+            'event.type',
+            type,
+            `aggregate ${JSON.stringify(agg.type)} has no apply handler for it`,
+          );
+        const message = validMessage(
+          data === undefined ? { type, aggregateId: id } : { type, aggregateId: id, data },
+          'event',
+        );
+        const event: Event = { ...message, sequence: base + raised.length + 1, timestamp: clock.now() };
+        state = agg.apply(state, event);
+        raised.push(event);
+      },
+    };
+    await command(state, ag);
+    this.#open();
+    if (raised.length > 0) {
+      await this.#driverTx.appendEvents(id, base, raised);
+      stream.push(...raised);
+    }
+    return state;
+  }
+
+  async schedule(key: string, at: Date, message: Message): Promise<void> {
+    this.#open();
+    scheduleKey(key);
+    const when = validDate('at', at);
+    const copy = validMessage(message);
+    await this.#driverTx.putSchedule(key, when, copy);
+    this.scheduled = true;
+    const t = when.getTime();
+    if (this.earliest === undefined || t < this.earliest) this.earliest = t;
+  }
+
+  async cancelSchedule(key: string): Promise<boolean> {
+    this.#open();
+    return this.#driverTx.deleteSchedule(scheduleKey(key));
+  }
+
+  async cancelSchedulePrefix(prefix: string): Promise<number> {
+    this.#open();
+    return this.#driverTx.deletePrefix(schedulePrefix(prefix));
+  }
+
+  async loadSchedule(key: string): Promise<Schedule | undefined> {
+    this.#open();
+    return this.#driverTx.loadSchedule(scheduleKey(key));
+  }
+
+  async loadEvents(aggregateId: string): Promise<Event[]> {
+    this.#open();
+    return [...(await this.#stream(identifier('aggregateId', aggregateId)))];
+  }
+}

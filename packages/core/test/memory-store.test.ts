@@ -1,0 +1,67 @@
+import { describe, expect, it } from 'vitest';
+import {
+  aggregate,
+  ConflictError,
+  createMemoryBackend,
+  Dispatcher,
+  InvalidArgumentError,
+  ManualClock,
+} from '../src/index.js';
+
+const order = aggregate({
+  type: 'order',
+  initial: { status: 'none' as string },
+  apply: {
+    'order.placed': (s) => ({ ...s, status: 'pending' }),
+    'order.expired': (s) => ({ ...s, status: 'expired' }),
+  },
+});
+
+describe('memory store', () => {
+  it('commits an aggregate change and a schedule together, and the dispatcher consumes it', async () => {
+    const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
+    const backend = createMemoryBackend({ clock });
+    const { store } = backend;
+    await store.transact(async (tx) => {
+      await tx.exec(order, 'ORD-1', (_s, ag) => ag.raise('order.placed'));
+      await tx.schedule('order/ORD-1/expire', new Date(clock.now() + 60_000), {
+        type: 'order.expire',
+        aggregateId: 'ORD-1',
+      });
+    });
+    expect((await store.loadSchedule('order/ORD-1/expire'))?.version).toBe(1);
+    const seen: string[] = [];
+    const dispatcher = new Dispatcher({
+      store,
+      processor: async (tx, message) => {
+        seen.push(message.type);
+        await tx.exec(order, message.aggregateId, (s, ag) => {
+          if (s.status === 'pending') ag.raise('order.expired');
+        });
+      },
+    });
+    const ac = new AbortController();
+    const done = dispatcher.run(ac.signal);
+    await clock.advance(59_000);
+    expect(seen).toEqual([]);
+    await clock.advance(1_000);
+    expect(seen).toEqual(['order.expire']);
+    expect(await store.loadSchedule('order/ORD-1/expire')).toBeUndefined();
+    expect((await store.loadEvents('ORD-1')).map((e) => e.type)).toEqual(['order.placed', 'order.expired']);
+    ac.abort();
+    await done;
+    await backend.close();
+  });
+
+  it('rejects a bad key with a typed error and commits nothing', async () => {
+    const { store } = createMemoryBackend();
+    await expect(
+      store.transact(async (tx) => {
+        await tx.schedule('ok', new Date(), { type: 't', aggregateId: 'a' });
+        await tx.schedule('', new Date(), { type: 't', aggregateId: 'a' });
+      }),
+    ).rejects.toBeInstanceOf(InvalidArgumentError);
+    expect(await store.loadSchedule('ok')).toBeUndefined();
+    expect(ConflictError).toBeDefined();
+  });
+});

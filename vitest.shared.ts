@@ -1,0 +1,23 @@
+import type { UserConfig } from 'vitest/config';
+
+/**
+ * Test settings every package shares. Workspace packages resolve to their TypeScript sources through the
+ * `source` export condition, so tests never run against a stale build; each run also writes a JSON report
+ * that `.ci/run` sums into one `N passed, N failed` line.
+ */
+export function shared(
+  overrides: { testTimeout?: number; hookTimeout?: number; fileParallelism?: boolean } = {},
+): UserConfig {
+  const conditions = ['source', 'node', 'import', 'module', 'default'];
+  return {
+    resolve: { conditions },
+    ssr: { resolve: { conditions, externalConditions: ['source'] } },
+    test: {
+      include: ['test/**/*.test.ts'],
+      testTimeout: overrides.testTimeout ?? 30_000,
+      hookTimeout: overrides.hookTimeout ?? 30_000,
+      fileParallelism: overrides.fileParallelism ?? true,
+      reporters: ['default', ['json', { outputFile: '.vitest-report.json' }]],
+    },
+  };
+}
