@@ -1,0 +1,225 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createRequire } from 'node:module';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { Backend, BackendCapabilities } from '@duetime/core';
+
+/** What the suite runs against. */
+export interface ConformanceTarget {
+  /** Shown in test names, e.g. `sqlite`. */
+  name: string;
+  /**
+   * Opens a backend on the data named by `namespace`. A new namespace must give empty, isolated data; the
+   * same namespace again must give another instance on the same data (as a second process would). The
+   * suite closes every backend it opens.
+   */
+  open(namespace: string): Promise<Backend>;
+  /**
+   * A module (path or URL; `.ts` works) exporting the same `open(namespace)` function, for the tests that
+   * run backends in child processes and kill them. Required unless the backend declares
+   * `multiProcess: false`.
+   */
+  module?: string | URL;
+  /** Overrides what the backend declares in `backend.capabilities`. */
+  capabilities?: BackendCapabilities;
+}
+
+export type ResolvedCapabilities = Required<BackendCapabilities>;
+
+/** Fills in the defaults: every guarantee is promised unless declared otherwise. */
+export function resolveCapabilities(declared: BackendCapabilities = {}): ResolvedCapabilities {
+  return {
+    multiProcess: declared.multiProcess ?? true,
+    durable: declared.durable ?? true,
+    sql: declared.sql ?? false,
+    exclusiveClaims: declared.exclusiveClaims ?? false,
+  };
+}
+
+/** A fresh namespace: lowercase letters and digits, valid as a schema, key prefix, stream token or file name. */
+export function freshNamespace(): string {
+  return `dt${randomBytes(6).toString('hex')}`;
+}
+
+/** Polls `check` until it returns a truthy value or `timeoutMs` passes (then throws with `what`). */
+export async function waitFor<T>(
+  what: string,
+  check: () => T | Promise<T>,
+  options: { timeoutMs?: number; intervalMs?: number } = {},
+): Promise<NonNullable<T>> {
+  const timeoutMs = options.timeoutMs ?? 20_000;
+  const intervalMs = options.intervalMs ?? 20;
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value) return value as NonNullable<T>;
+      last = value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${String(last)})`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
+
+/** A child process running a role from `worker.ts` against the target's module. */
+export interface WorkerProcess {
+  readonly child: ChildProcess;
+  /** Every stdout line so far. */
+  readonly lines: string[];
+  /** Resolves with the first line (past or future) matching `pattern`. */
+  line(pattern: RegExp, timeoutMs?: number): Promise<string>;
+  /** SIGKILL, and wait for the exit. */
+  kill(): Promise<void>;
+  /** SIGTERM, and wait for the exit; returns the exit code. */
+  stop(timeoutMs?: number): Promise<number | null>;
+  readonly exited: Promise<number | null>;
+}
+
+const workerPath = fileURLToPath(
+  new URL(import.meta.url.endsWith('.ts') ? './worker.ts' : './worker.js', import.meta.url),
+);
+
+function tsxLoader(): string {
+  const require = createRequire(import.meta.url);
+  // `--import tsx` registers tsx's loader, so adapter modules written in TypeScript run as they are.
+  return pathToFileURL(require.resolve('tsx')).href;
+}
+
+/** Owns the backends and processes one test opens, and closes them all afterwards. */
+export class Harness {
+  readonly target: ConformanceTarget;
+  readonly capabilities: ResolvedCapabilities;
+  readonly #backends: Backend[] = [];
+  readonly #workers: WorkerProcess[] = [];
+  readonly #deferred: (() => unknown)[] = [];
+
+  constructor(target: ConformanceTarget, capabilities: ResolvedCapabilities) {
+    this.target = target;
+    this.capabilities = capabilities;
+  }
+
+  /** Opens a backend on `namespace` (a fresh one when omitted). */
+  async open(namespace: string = freshNamespace()): Promise<Backend & { namespace: string }> {
+    const backend = await this.target.open(namespace);
+    this.#backends.push(backend);
+    return Object.assign(backend, { namespace });
+  }
+
+  /** Starts `role` from the worker in a child process on `namespace`. */
+  spawn(role: string, namespace: string, args: Record<string, unknown> = {}): WorkerProcess {
+    if (!this.target.module)
+      throw new Error(`conformance target ${this.target.name} has no \`module\` for process tests`);
+    const moduleUrl =
+      this.target.module instanceof URL
+        ? this.target.module.href
+        : this.target.module.startsWith('file:')
+          ? this.target.module
+          : pathToFileURL(this.target.module).href;
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        tsxLoader(),
+        '--conditions=source',
+        workerPath,
+        moduleUrl,
+        role,
+        namespace,
+        JSON.stringify(args),
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env } },
+    );
+    const lines: string[] = [];
+    const waiters: { pattern: RegExp; resolve: (line: string) => void }[] = [];
+    let buffer = '';
+    let stderr = '';
+    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+      buffer += chunk;
+      for (let i = buffer.indexOf('\n'); i >= 0; i = buffer.indexOf('\n')) {
+        const line = buffer.slice(0, i);
+        buffer = buffer.slice(i + 1);
+        lines.push(line);
+        for (const w of [...waiters]) {
+          if (w.pattern.test(line)) {
+            waiters.splice(waiters.indexOf(w), 1);
+            w.resolve(line);
+          }
+        }
+      }
+    });
+    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr = (stderr + chunk).slice(-4000);
+    });
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const worker: WorkerProcess = {
+      child,
+      lines,
+      exited,
+      line(pattern, timeoutMs = 30_000) {
+        const seen = lines.find((l) => pattern.test(l));
+        if (seen !== undefined) return Promise.resolve(seen);
+        return new Promise((resolve, reject) => {
+          const timer = setTimeout(() => {
+            reject(
+              new Error(
+                `worker ${role} printed no line matching ${pattern} in ${timeoutMs} ms; stderr: ${stderr}`,
+              ),
+            );
+          }, timeoutMs);
+          const waiter = {
+            pattern,
+            resolve: (line: string) => {
+              clearTimeout(timer);
+              resolve(line);
+            },
+          };
+          waiters.push(waiter);
+          void exited.then((code) => {
+            if (waiters.includes(waiter)) {
+              clearTimeout(timer);
+              reject(
+                new Error(`worker ${role} exited (${code}) before printing ${pattern}; stderr: ${stderr}`),
+              );
+            }
+          });
+        });
+      },
+      async kill() {
+        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+        await exited;
+      },
+      async stop(timeoutMs = 20_000) {
+        if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+        const code = await exited;
+        clearTimeout(timer);
+        return code;
+      },
+    };
+    this.#workers.push(worker);
+    return worker;
+  }
+
+  /** Runs `fn` at cleanup, before backends close (stopping dispatchers and schedulers, say). */
+  defer(fn: () => unknown): void {
+    this.#deferred.push(fn);
+  }
+
+  /** Kills every worker, runs deferred clean-ups and closes every backend this test opened. */
+  async cleanup(): Promise<void> {
+    await Promise.allSettled(
+      this.#deferred
+        .splice(0)
+        .reverse()
+        .map(async (fn) => fn()),
+    );
+    await Promise.allSettled(this.#workers.splice(0).map((w) => w.kill()));
+    await Promise.allSettled(this.#backends.splice(0).map((b) => b.close()));
+  }
+}

@@ -1,0 +1,95 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { type ConformanceTarget, Harness, resolveCapabilities } from './harness.js';
+import { cursorTests, leaseTests } from './leases/leases.js';
+import { dispatcherTests } from './store/dispatch.js';
+import { scheduleLifecycleTests, sharingTests } from './store/lifecycle.js';
+import { processTests } from './store/processes.js';
+import type { SuiteContext } from './suite.js';
+
+export {
+  type ConformanceTarget,
+  freshNamespace,
+  Harness,
+  type ResolvedCapabilities,
+  resolveCapabilities,
+  type WorkerProcess,
+  waitFor,
+} from './harness.js';
+export { appliedCount, effectMessage, effects } from './store/fixtures.js';
+export type { SuiteContext } from './suite.js';
+export { cursorTests, dispatcherTests, leaseTests, processTests, scheduleLifecycleTests, sharingTests };
+
+/** The groups of the suite, in the order they run. */
+export const conformanceGroups = {
+  schedules: scheduleLifecycleTests,
+  sharing: sharingTests,
+  dispatcher: dispatcherTests,
+  processes: processTests,
+  leases: leaseTests,
+  cursors: cursorTests,
+} as const;
+
+export type ConformanceGroup = keyof typeof conformanceGroups;
+
+export interface ConformanceOptions extends ConformanceTarget {
+  /** Run only these groups (default: all). */
+  only?: ConformanceGroup[];
+}
+
+/**
+ * Registers the conformance suite as vitest tests against a backend. Call it at the top level of a test
+ * file:
+ *
+ * ```ts
+ * import { runConformance } from '@duetime/conformance';
+ * import { open } from './adapter.js';
+ * runConformance({ name: 'my-store', open, module: new URL('./adapter.ts', import.meta.url) });
+ * ```
+ *
+ * Capabilities come from `backend.capabilities` (or `options.capabilities`); the suite checks the weaker
+ * promise where a backend declares one.
+ */
+export function runConformance(options: ConformanceOptions): void {
+  const capabilities = resolveCapabilities(options.capabilities);
+  describe(`conformance: ${options.name}`, () => {
+    let current: Harness | undefined;
+    const context: SuiteContext = {
+      harness: () => {
+        if (!current) throw new Error('harness used outside a test');
+        return current;
+      },
+      capabilities,
+    };
+    beforeEach(() => {
+      current = new Harness(options, capabilities);
+    });
+    afterEach(async () => {
+      await current?.cleanup();
+      current = undefined;
+    });
+
+    it('opens an isolated backend whose declared capabilities match the ones under test', async () => {
+      const backend = await context.harness().open();
+      expect(typeof backend.name).toBe('string');
+      expect(typeof backend.store.transact).toBe('function');
+      expect(await backend.store.listSchedules()).toEqual([]);
+      const declared = resolveCapabilities(backend.capabilities);
+      expect(
+        { multiProcess: declared.multiProcess, durable: declared.durable },
+        'pass the weaker guarantees the backend declares as `capabilities` to runConformance',
+      ).toEqual({ multiProcess: capabilities.multiProcess, durable: capabilities.durable });
+      if (capabilities.multiProcess) {
+        expect(options.module, 'a multi-process backend needs `module` for the process tests').toBeDefined();
+      }
+    });
+
+    const groups = (options.only ?? (Object.keys(conformanceGroups) as ConformanceGroup[])).filter(
+      (group) => group !== 'processes' || capabilities.multiProcess,
+    );
+    for (const group of groups) {
+      describe(group, () => {
+        conformanceGroups[group](context);
+      });
+    }
+  });
+}

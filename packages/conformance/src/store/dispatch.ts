@@ -1,0 +1,300 @@
+import { Dispatcher, type DispatcherOptions, ErrRetry, type Logger, type Store } from '@duetime/core';
+import { expect, it } from 'vitest';
+import { waitFor } from '../harness.js';
+import type { SuiteContext } from '../suite.js';
+import { appliedCount, effectMessage, effects } from './fixtures.js';
+
+const HOUR = 3_600_000;
+
+type StartOptions = Partial<Omit<DispatcherOptions<unknown>, 'store'>>;
+
+/** A logger that remembers warnings and errors. */
+function recordingLogger(): Logger & { complaints: string[] } {
+  const complaints: string[] = [];
+  return {
+    complaints,
+    debug() {},
+    info() {},
+    warn: (m) => complaints.push(`warn: ${m}`),
+    error: (m) => complaints.push(`error: ${m}`),
+  };
+}
+
+/** The processor the suite uses by default: one `effect.applied` event per committed delivery. */
+const applyEffect: DispatcherOptions<unknown>['processor'] = async (tx, message, { schedule }) => {
+  await tx.exec(effects, message.aggregateId, (_s, ag) =>
+    ag.raise('effect.applied', { key: schedule.key, version: schedule.version }),
+  );
+};
+
+/** Dispatcher delivery semantics: atomic consumption, retries, replacement, recovery, recurrence, concurrency. */
+export function dispatcherTests({ harness }: SuiteContext): void {
+  const start = (store: Store<unknown>, options: StartOptions = {}) => {
+    const dispatcher = new Dispatcher({
+      store,
+      processor: applyEffect,
+      rescanInterval: 100,
+      retryDelay: 20,
+      ...options,
+    });
+    const controller = new AbortController();
+    const done = dispatcher.run(controller.signal);
+    harness().defer(async () => {
+      controller.abort();
+      await done;
+    });
+    return dispatcher;
+  };
+
+  it('delivers a due message and commits the consumption with the processor’s writes', async () => {
+    const { store } = await harness().open();
+    await store.transact((tx) => tx.schedule('deliver/1', new Date(Date.now() - 1000), effectMessage('d1')));
+    start(store);
+    await waitFor('the effect to commit', async () => (await appliedCount(store, 'd1')) === 1);
+    await waitFor(
+      'the schedule to be consumed',
+      async () => (await store.loadSchedule('deliver/1')) === undefined,
+    );
+    const events = await store.loadEvents('d1');
+    expect(events).toHaveLength(1);
+    expect(events[0]?.data).toEqual({ key: 'deliver/1', version: 1 });
+  });
+
+  it('recovers schedules that fell due while no dispatcher ran', async () => {
+    const { store } = await harness().open();
+    const past = Date.now() - 10 * 60_000;
+    await store.transact(async (tx) => {
+      for (let i = 0; i < 20; i++)
+        await tx.schedule(`recover/${i}`, new Date(past + i), effectMessage(`r${i}`));
+    });
+    start(store, { concurrency: 4 });
+    await waitFor('all 20 to be delivered', async () => (await store.listSchedules()).length === 0);
+    for (let i = 0; i < 20; i++) expect(await appliedCount(store, `r${i}`)).toBe(1);
+  });
+
+  it('never persists a failed attempt’s writes, keeps the schedule, counts attempts, and retries', async () => {
+    const { store } = await harness().open();
+    await store.transact((tx) => tx.schedule('flaky/1', new Date(Date.now() - 1), effectMessage('f1')));
+    let calls = 0;
+    const logger = recordingLogger();
+    start(store, {
+      logger,
+      retryDelay: 30,
+      processor: async (tx, message, context) => {
+        calls++;
+        await applyEffect(tx, message, context);
+        await tx.schedule('flaky/side-effect', new Date(Date.now() + HOUR), effectMessage('side'));
+        if (calls <= 2) throw new Error(`failure ${calls}`);
+        expect(context.attempt).toBe(3);
+        expect(context.schedule.attempts).toBe(2);
+      },
+    });
+    await waitFor('the third attempt to commit', async () => (await appliedCount(store, 'f1')) === 1);
+    expect(calls).toBe(3);
+    const effectEvents = await store.loadEvents('f1');
+    expect(effectEvents).toHaveLength(1);
+    expect((await store.loadSchedule('flaky/side-effect'))?.version).toBe(1);
+    expect(logger.complaints.filter((c) => c.startsWith('warn'))).toHaveLength(2);
+  });
+
+  it('records the failure on the schedule and moves its due time by retryDelay', async () => {
+    const { store } = await harness().open();
+    await store.transact((tx) => tx.schedule('failing/1', new Date(Date.now() - 1), effectMessage('x')));
+    const before = Date.now();
+    start(store, {
+      retryDelay: HOUR,
+      processor: async () => {
+        throw new Error('always');
+      },
+    });
+    const failed = await waitFor('the failure to be recorded', async () => {
+      const s = await store.loadSchedule('failing/1');
+      return s && s.attempts === 1 ? s : undefined;
+    });
+    expect(failed.version).toBe(1);
+    expect(failed.dueAt.getTime()).toBeGreaterThanOrEqual(before + HOUR - 1000);
+    expect(failed.at.getTime()).toBeLessThan(before);
+  });
+
+  it('retries quietly on ErrRetry (nothing logged, not counted as a failed attempt)', async () => {
+    const { store } = await harness().open();
+    await store.transact((tx) => tx.schedule('quiet/1', new Date(Date.now() - 1), effectMessage('q1')));
+    const logger = recordingLogger();
+    let calls = 0;
+    start(store, {
+      logger,
+      maxAttempts: 2,
+      retryDelay: 10,
+      processor: async (tx, message, context) => {
+        calls++;
+        if (calls <= 3) throw ErrRetry;
+        await applyEffect(tx, message, context);
+      },
+    });
+    await waitFor('delivery after quiet retries', async () => (await appliedCount(store, 'q1')) === 1);
+    expect(calls).toBe(4);
+    expect(logger.complaints).toEqual([]);
+  });
+
+  it('dead-letters after maxAttempts, atomically with the dead-letter hook’s writes', async () => {
+    const { store } = await harness().open();
+    await store.transact((tx) => tx.schedule('poison/1', new Date(Date.now() - 1), effectMessage('p1')));
+    const dead: { key: string; attempts: number }[] = [];
+    let calls = 0;
+    start(store, {
+      maxAttempts: 3,
+      retryDelay: 10,
+      processor: async () => {
+        calls++;
+        throw new Error('poison');
+      },
+      onDeadLetter: async ({ schedule, attempts }, tx) => {
+        dead.push({ key: schedule.key, attempts });
+        await tx.exec(effects, 'dead-letters', (_s, ag) => ag.raise('effect.applied', { key: schedule.key }));
+      },
+    });
+    await waitFor('the dead letter', async () => (await appliedCount(store, 'dead-letters')) === 1);
+    expect(calls).toBe(3);
+    expect(dead).toEqual([{ key: 'poison/1', attempts: 3 }]);
+    expect(await store.loadSchedule('poison/1')).toBeUndefined();
+  });
+
+  it('delivers recurring work: the processor reschedules the same key', async () => {
+    const { store } = await harness().open();
+    await store.transact((tx) => tx.schedule('tick', new Date(Date.now() - 1), effectMessage('ticks')));
+    const versions: number[] = [];
+    start(store, {
+      processor: async (tx, message, context) => {
+        versions.push(context.schedule.version);
+        await applyEffect(tx, message, context);
+        if (versions.length < 3) await tx.schedule('tick', new Date(Date.now() + 20), message);
+      },
+    });
+    await waitFor('three ticks', async () => (await appliedCount(store, 'ticks')) === 3);
+    expect(versions).toEqual([1, 2, 3]);
+    await waitFor(
+      'the last tick to be consumed',
+      async () => (await store.loadSchedule('tick')) === undefined,
+    );
+  });
+
+  it('moves an active schedule earlier: rescheduling from far away to now delivers promptly', async () => {
+    const { store } = await harness().open();
+    await store.transact((tx) =>
+      tx.schedule('move/1', new Date(Date.now() + HOUR), effectMessage('m1', { v: 1 })),
+    );
+    start(store, { rescanInterval: 60_000 });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(await appliedCount(store, 'm1')).toBe(0);
+    await store.transact((tx) =>
+      tx.schedule('move/1', new Date(Date.now() + 20), effectMessage('m1', { v: 2 })),
+    );
+    await waitFor('the moved schedule to be delivered', async () => (await appliedCount(store, 'm1')) === 1);
+    expect((await store.loadEvents('m1'))[0]?.data).toEqual({ key: 'move/1', version: 2 });
+  });
+
+  it('never delivers a cancelled schedule', async () => {
+    const { store } = await harness().open();
+    await store.transact(async (tx) => {
+      await tx.schedule('cancel/1', new Date(Date.now() + 150), effectMessage('c1'));
+      await tx.schedule('cancel/marker', new Date(Date.now() + 300), effectMessage('marker'));
+    });
+    start(store);
+    await store.transact((tx) => tx.cancelSchedule('cancel/1'));
+    await waitFor(
+      'the later marker to be delivered',
+      async () => (await appliedCount(store, 'marker')) === 1,
+    );
+    expect(await appliedCount(store, 'c1')).toBe(0);
+  });
+
+  it('delivers the new version when a schedule is replaced during delivery of the old one', async () => {
+    const first = await harness().open();
+    const second = await harness().open(first.namespace);
+    await first.store.transact((tx) =>
+      tx.schedule('replace/1', new Date(Date.now() - 1), effectMessage('rep', { v: 1 })),
+    );
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let entered!: () => void;
+    const inside = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    start(first.store, {
+      processor: async (tx, message, context) => {
+        if ((message.data as { v: number }).v === 1) {
+          entered();
+          await gate;
+        }
+        await applyEffect(tx, message, context);
+      },
+    });
+    await inside;
+    const replacement = second.store.transact((tx) =>
+      tx.schedule('replace/1', new Date(Date.now() - 1), effectMessage('rep', { v: 2 })),
+    );
+    // Some backends make the replacement wait for the delivery's row lock; let it run either way.
+    await Promise.race([replacement, new Promise((resolve) => setTimeout(resolve, 300))]);
+    release();
+    await replacement;
+    await waitFor('version 2 to be delivered', async () =>
+      (await first.store.loadEvents('rep')).some((e) => (e.data as { version: number }).version === 2),
+    );
+    await waitFor(
+      'the key to be consumed',
+      async () => (await first.store.loadSchedule('replace/1')) === undefined,
+    );
+    const versions = (await first.store.loadEvents('rep')).map(
+      (e) => (e.data as { version: number }).version,
+    );
+    // Version 1's effect committed only if its consumption won the race; version 2 is delivered exactly once.
+    expect(versions.filter((v) => v === 2)).toHaveLength(1);
+    expect(versions.filter((v) => v === 1).length).toBeLessThanOrEqual(1);
+    expect(versions.at(-1)).toBe(2);
+  });
+
+  it('commits each effect exactly once with four dispatchers processing 1,000 messages', async () => {
+    const first = await harness().open();
+    const instances = [first, ...(await Promise.all([1, 2, 3].map(() => harness().open(first.namespace))))];
+    const count = 1000;
+    const now = Date.now();
+    for (let batch = 0; batch < count; batch += 100) {
+      await first.store.transact(async (tx) => {
+        for (let i = batch; i < batch + 100; i++)
+          await tx.schedule(`many/${i}`, new Date(now - count + i), effectMessage(`many-${i % 50}`, { i }));
+      });
+    }
+    for (const instance of instances) start(instance.store, { concurrency: 4 });
+    await waitFor(
+      'all messages to be consumed',
+      async () => (await first.store.pageSchedules({ limit: 1 })).items.length === 0,
+      {
+        timeoutMs: 120_000,
+        intervalMs: 100,
+      },
+    );
+    const delivered: number[] = [];
+    for (let a = 0; a < 50; a++) {
+      for (const e of await first.store.loadEvents(`many-${a}`)) {
+        delivered.push(Number((e.data as { key: string }).key.slice('many/'.length)));
+      }
+    }
+    expect(delivered).toHaveLength(count);
+    expect(new Set(delivered).size).toBe(count);
+  }, 180_000);
+
+  it('wakes on commits from another instance (push channel or rescan) without wake()', async () => {
+    const first = await harness().open();
+    const second = await harness().open(first.namespace);
+    start(first.store, { rescanInterval: 500 });
+    await second.store.transact((tx) =>
+      tx.schedule('remote/1', new Date(Date.now() + 30), effectMessage('remote')),
+    );
+    await waitFor(
+      'the remote schedule to be delivered',
+      async () => (await appliedCount(first.store, 'remote')) === 1,
+    );
+  });
+}

@@ -1,0 +1,53 @@
+import { expect, it } from 'vitest';
+import { waitFor } from '../harness.js';
+import type { SuiteContext } from '../suite.js';
+import { appliedCount, effectMessage } from './fixtures.js';
+
+/** Crashes: a dispatcher process killed inside a processor loses nothing and commits nothing twice. */
+export function processTests({ harness }: SuiteContext): void {
+  it('redelivers a message whose dispatcher was SIGKILLed inside the processor, and commits its effect once', async () => {
+    const { store, namespace } = await harness().open();
+    await store.transact(async (tx) => {
+      await tx.schedule('crash/1', new Date(Date.now() - 1), effectMessage('crash-1'));
+      await tx.schedule('crash/2', new Date(Date.now() - 1), effectMessage('crash-2'));
+    });
+    const victim = harness().spawn('dispatch', namespace, { hang: true });
+    const line = await victim.line(/^IN_PROCESSOR /);
+    await victim.kill();
+    const stuckKey = line.slice('IN_PROCESSOR '.length);
+    expect(['crash/1', 'crash/2']).toContain(stuckKey);
+    // The killed transaction never committed: the schedule is still there, the effect is not.
+    expect((await store.loadSchedule(stuckKey))?.version).toBe(1);
+    const survivor = harness().spawn('dispatch', namespace);
+    await survivor.line(/^READY$/);
+    await waitFor('both messages to be delivered', async () => (await store.listSchedules()).length === 0);
+    expect(await survivor.stop()).toBe(0);
+    expect(await appliedCount(store, 'crash-1')).toBe(1);
+    expect(await appliedCount(store, 'crash-2')).toBe(1);
+  }, 90_000);
+
+  it('shares work between dispatcher processes, each effect committed once', async () => {
+    const { store, namespace } = await harness().open();
+    const count = 200;
+    await store.transact(async (tx) => {
+      for (let i = 0; i < count; i++)
+        await tx.schedule(
+          `procs/${i}`,
+          new Date(Date.now() - count + i),
+          effectMessage(`procs-${i % 20}`, { i }),
+        );
+    });
+    const workers = [
+      harness().spawn('dispatch', namespace, { concurrency: 4 }),
+      harness().spawn('dispatch', namespace, { concurrency: 4 }),
+    ];
+    await Promise.all(workers.map((w) => w.line(/^READY$/)));
+    await waitFor('all messages to be consumed', async () => (await store.listSchedules()).length === 0, {
+      timeoutMs: 60_000,
+    });
+    for (const w of workers) expect(await w.stop()).toBe(0);
+    let total = 0;
+    for (let a = 0; a < 20; a++) total += await appliedCount(store, `procs-${a}`);
+    expect(total).toBe(count);
+  }, 90_000);
+}

@@ -1,0 +1,8 @@
+import type { Harness, ResolvedCapabilities } from './harness.js';
+
+/** What each group of conformance tests receives. */
+export interface SuiteContext {
+  /** The current test's harness (fresh per test; everything it opened is closed after the test). */
+  harness(): Harness;
+  capabilities: ResolvedCapabilities;
+}
