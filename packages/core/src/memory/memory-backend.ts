@@ -23,7 +23,8 @@ interface StoredSchedule {
 export class MemoryDatabase {
   readonly events = new Map<string, string[]>();
   readonly schedules = new Map<string, StoredSchedule>();
-  readonly versions = new Map<string, number>();
+  /** The store-wide version counter (only grows). */
+  version = 0;
   readonly leases = new Map<string, { owner: string; token: number; expiresAt: number }>();
   readonly tokens = new Map<string, number>();
   readonly cursors = new Map<string, { at: number; expiresAt: number }>();
@@ -109,7 +110,6 @@ class MemoryStoreDriver implements StoreDriver<undefined> {
         loadEvents: (id) => this.loadEvents(id),
         loadSchedule: (key) => this.loadSchedule(key),
         listSchedules: (q) => this.listSchedules(q),
-        lastVersion: async (key) => this.#db.versions.get(key) ?? 0,
       },
       commit: async (ops) => this.#commit(ops),
     });
@@ -212,9 +212,11 @@ class MemoryStoreDriver implements StoreDriver<undefined> {
             break;
           }
           case 'put': {
-            const previous = db.versions.get(op.key) ?? 0;
-            undo.push(() => (previous ? db.versions.set(op.key, previous) : db.versions.delete(op.key)));
-            db.versions.set(op.key, previous + 1);
+            const previous = db.version;
+            undo.push(() => {
+              db.version = previous;
+            });
+            db.version = previous + 1;
             const at = op.at.getTime();
             setSchedule(op.key, {
               at,

@@ -7,8 +7,6 @@ export interface BufferedReads {
   loadEvents(aggregateId: string): Promise<Event[]>;
   loadSchedule(key: string): Promise<Schedule | undefined>;
   listSchedules(query: DriverScheduleQuery): Promise<Schedule[]>;
-  /** The last version ever given to `key` (0 when never scheduled), for predicting versions inside the transaction. */
-  lastVersion(key: string): Promise<number>;
 }
 
 export interface BufferedTransactionOptions<Sql> {
@@ -93,11 +91,12 @@ class BufferedTransaction<Sql> implements DriverTransaction<Sql> {
 
   async putSchedule(key: string, at: Date, message: Message): Promise<void> {
     this.#open();
-    const previous = this.#overlay.get(key);
-    const version =
-      previous?.kind === 'put' ? previous.schedule.version + 1 : (await this.#reads.lastVersion(key)) + 1;
     this.#ops.push({ op: 'put', key, at, message });
-    this.#overlay.set(key, { kind: 'put', schedule: { key, at, message, version, attempts: 0, dueAt: at } });
+    // The version is assigned at commit; until then the transaction sees its own schedule as version 0.
+    this.#overlay.set(key, {
+      kind: 'put',
+      schedule: { key, at, message, version: 0, attempts: 0, dueAt: at },
+    });
   }
 
   async deleteSchedule(key: string): Promise<boolean> {

@@ -65,7 +65,10 @@ export interface DriverTransaction<Sql = unknown> {
    * `aggregate` (now or at commit) when the stream's last sequence is not `expectedSequence`.
    */
   appendEvents(aggregateId: string, expectedSequence: number, events: Event[]): Promise<void>;
-  /** Creates or replaces the schedule under `key` as a new version (last version ever used + 1). */
+  /**
+   * Creates or replaces the schedule under `key` as a new version, taken from a store-wide counter that
+   * only grows (so a key's versions only grow, without keeping records of deleted keys).
+   */
   putSchedule(key: string, at: Date, message: Message): Promise<void>;
   /** Deletes the active schedule under `key`; keeps its version counter. Returns whether one existed. */
   deleteSchedule(key: string): Promise<boolean>;

@@ -37,7 +37,10 @@ export interface Transaction<Sql = unknown> {
   cancelSchedule(key: string): Promise<boolean>;
   /** Cancels every active schedule whose key starts with `prefix` (literally). Returns how many. */
   cancelSchedulePrefix(prefix: string): Promise<number>;
-  /** Reads a schedule as this transaction sees it (its own changes included). */
+  /**
+   * Reads a schedule as this transaction sees it (its own changes included). On backends that assign
+   * versions at commit (key-value stores), a schedule created in this transaction shows version 0.
+   */
   loadSchedule(key: string): Promise<Schedule | undefined>;
   /** Reads an aggregate's events as this transaction sees them. */
   loadEvents(aggregateId: string): Promise<Event[]>;

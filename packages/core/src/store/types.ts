@@ -26,8 +26,9 @@ export interface Schedule<Data = unknown> {
   at: Date;
   message: Message<Data>;
   /**
-   * Grows by one each time the key is scheduled; never resets, not even after the schedule is consumed
-   * or cancelled, so an old version can never be mistaken for a new one (no ABA).
+   * Grows each time the key is scheduled and never resets, not even after the schedule is consumed or
+   * cancelled, so an old version can never be mistaken for a new one (no ABA). Versions come from one
+   * counter per store, so they are not consecutive per key, and no record of a deleted key is kept.
    */
   version: number;
   /** Failed delivery attempts of this version so far. */
