@@ -9,12 +9,14 @@ export interface Clock {
   setTimer(ms: number, fn: () => void): () => void;
 }
 
-/** The process's real clock (`Date.now()` and `setTimeout`). Timers do not keep the process alive. */
+/**
+ * The process's real clock (`Date.now()` and `setTimeout`). Its timers keep the process alive, so a running
+ * dispatcher or scheduler does too; stopping them clears their timers.
+ */
 export const systemClock: Clock = {
   now: () => Date.now(),
   setTimer(ms, fn) {
     const handle = setTimeout(fn, Math.max(0, Math.min(ms, 2_147_483_647)));
-    handle.unref?.();
     return () => clearTimeout(handle);
   },
 };
