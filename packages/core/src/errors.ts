@@ -50,6 +50,54 @@ export class InvalidArgumentError extends DuetimeError {
 }
 
 /**
+ * A cron expression was rejected at parse time. `field` names the cron field (`second`, `minute`, `hour`,
+ * `dayOfMonth`, `month`, `dayOfWeek`) or `expression` for the expression as a whole; `value` is the
+ * offending text; `reason` says what is wrong with it.
+ */
+export class CronSyntaxError extends DuetimeError {
+  readonly field: string;
+  readonly value: unknown;
+  readonly reason: string;
+  /** The whole expression as given. */
+  readonly expression: unknown;
+
+  constructor(
+    field: string,
+    value: unknown,
+    reason: string,
+    expression: unknown = value,
+    options: DuetimeErrorOptions = {},
+  ) {
+    const where = field === 'expression' ? '' : ` (${field} ${describeValue(value)})`;
+    super(
+      'DUETIME_CRON_SYNTAX',
+      `invalid cron expression ${describeValue(expression)}${where}: ${reason}`,
+      options,
+    );
+    this.field = field;
+    this.value = value;
+    this.reason = reason;
+    this.expression = expression;
+  }
+}
+
+/**
+ * A time zone is not an IANA zone this runtime knows (`Europe/Berlin`, `UTC`). `field` names the option or
+ * argument that held it; `value` is the value as given. `local`, the empty string and offsets are rejected:
+ * duetime never falls back to the host's zone.
+ */
+export class InvalidZoneError extends DuetimeError {
+  readonly field: string;
+  readonly value: unknown;
+
+  constructor(field: string, value: unknown, reason: string, options: DuetimeErrorOptions = {}) {
+    super('DUETIME_INVALID_ZONE', `invalid ${field} ${describeValue(value)}: ${reason}`, options);
+    this.field = field;
+    this.value = value;
+  }
+}
+
+/**
  * An optimistic-concurrency check failed at commit: an aggregate gained events, or a schedule being
  * consumed was replaced or consumed by someone else. `store.transact` re-runs the function on aggregate
  * conflicts; a schedule conflict tells the dispatcher that a newer version exists.

@@ -10,5 +10,5 @@ export * from './store/buffered.js';
 export * from './store/driver.js';
 export * from './store/store.js';
 export * from './store/types.js';
-export * from './time/spec.js';
+export * from './time/index.js';
 export * from './validate.js';
