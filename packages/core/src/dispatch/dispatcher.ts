@@ -272,10 +272,14 @@ export class Dispatcher<Sql = unknown> {
     const next = await this.#store.driver.nextDueAt();
     if (next === undefined) return this.#rescanInterval;
     const delay = next.getTime() - this.#clock.now();
-    // Due now but nothing could start: all in flight (a finishing delivery wakes us) or backing off locally.
-    if (delay <= 0)
-      return this.#inFlight.size > 0 ? this.#rescanInterval : Math.min(this.#rescanInterval, 25);
-    return Math.min(delay, this.#rescanInterval);
+    if (delay > 0) return Math.min(delay, this.#rescanInterval);
+    // Due now but nothing could start: all in flight (a finishing delivery wakes us), or held back locally
+    // (look again when the earliest hold ends).
+    if (this.#inFlight.size > 0) return this.#rescanInterval;
+    let earliest = Number.POSITIVE_INFINITY;
+    for (const until of this.#localBackoff.values()) earliest = Math.min(earliest, until);
+    if (earliest === Number.POSITIVE_INFINITY) return Math.min(this.#rescanInterval, 25);
+    return Math.max(1, Math.min(this.#rescanInterval, earliest - this.#clock.now()));
   }
 
   #sleep(ms: number): Promise<void> {
@@ -296,7 +300,7 @@ export class Dispatcher<Sql = unknown> {
   #start(schedule: Schedule): void {
     const delivery = this.#deliver(schedule).finally(() => {
       this.#inFlight.delete(schedule.key);
-      this.#wakeUp?.();
+      if (this.#state === 'running') this.wake();
     });
     this.#inFlight.set(schedule.key, delivery);
   }
@@ -315,14 +319,23 @@ export class Dispatcher<Sql = unknown> {
         });
       });
       if (consumed) this.#stats.delivered++;
-      else this.#stats.skipped++;
+      else this.#skipped(schedule);
     } catch (error) {
       if (error instanceof ConflictError && error.kind === 'schedule') {
-        this.#stats.skipped++;
+        this.#skipped(schedule);
         return;
       }
       await this.#failed(schedule, attempt, error);
     }
+  }
+
+  /**
+   * The version was stale (it will not come back) or another dispatcher holds it: either way, leave this
+   * version alone for a rescan period instead of fetching it again at once.
+   */
+  #skipped(schedule: Schedule): void {
+    this.#stats.skipped++;
+    this.#localBackoff.set(`${schedule.key}@${schedule.version}`, this.#clock.now() + this.#rescanInterval);
   }
 
   async #failed(schedule: Schedule, attempt: number, error: unknown): Promise<void> {
