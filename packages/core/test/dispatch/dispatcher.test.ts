@@ -1,0 +1,316 @@
+import { describe, expect, it } from 'vitest';
+import {
+  aggregate,
+  ClosedError,
+  ConflictError,
+  createMemoryBackend,
+  Dispatcher,
+  InvalidArgumentError,
+  ManualClock,
+  MemoryDatabase,
+  type Message,
+  RetryError,
+} from '../../src/index.js';
+
+const counter = aggregate({ type: 'counter', initial: 0, apply: { hit: (n: number) => n + 1 } });
+const msg = (id: string): Message => ({ type: 'hit', aggregateId: id });
+
+function setup() {
+  const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
+  const backend = createMemoryBackend({ clock });
+  return { clock, backend, store: backend.store };
+}
+
+describe('Dispatcher', () => {
+  it('rejects bad options with typed errors naming the option', () => {
+    const { store } = setup();
+    const processor = async () => {};
+    const cases: [Record<string, unknown>, string][] = [
+      [{ store, processor, rescanInterval: 0 }, 'options.rescanInterval'],
+      [{ store, processor, rescanInterval: Number.NaN }, 'options.rescanInterval'],
+      [{ store, processor, retryDelay: -1 }, 'options.retryDelay'],
+      [{ store, processor, concurrency: 0 }, 'options.concurrency'],
+      [{ store, processor, concurrency: 1.5 }, 'options.concurrency'],
+      [{ store, processor, maxAttempts: 0 }, 'options.maxAttempts'],
+      [{ store, processor, onDeadLetter: 'nope' }, 'options.onDeadLetter'],
+      [{ store, processor: undefined }, 'options.processor'],
+      [{ store: {}, processor }, 'options.store'],
+    ];
+    for (const [options, field] of cases) {
+      expect(() => new Dispatcher(options as never)).toThrow(InvalidArgumentError);
+      try {
+        new Dispatcher(options as never);
+      } catch (error) {
+        expect((error as InvalidArgumentError).field).toBe(field);
+      }
+    }
+  });
+
+  it('arms a timer for the earliest deadline: delivery is not quantised to the rescan interval', async () => {
+    const { clock, store } = setup();
+    const delivered: number[] = [];
+    const dispatcher = new Dispatcher({
+      store,
+      rescanInterval: 60_000,
+      processor: async () => void delivered.push(clock.now()),
+    });
+    const start = clock.now();
+    await store.transact((tx) => tx.schedule('k', new Date(start + 10_250), msg('a')));
+    const ac = new AbortController();
+    const done = dispatcher.run(ac.signal);
+    await clock.advance(10_249);
+    expect(delivered).toEqual([]);
+    await clock.advance(1);
+    expect(delivered).toEqual([start + 10_250]);
+    ac.abort();
+    await done;
+  });
+
+  it('wakes for a commit with an earlier deadline than the one it sleeps for', async () => {
+    const { clock, store } = setup();
+    const delivered: string[] = [];
+    const dispatcher = new Dispatcher({
+      store,
+      rescanInterval: 600_000,
+      processor: async (_tx, m) => void delivered.push(m.aggregateId),
+    });
+    const start = clock.now();
+    await store.transact((tx) => tx.schedule('late', new Date(start + 300_000), msg('late')));
+    const ac = new AbortController();
+    const done = dispatcher.run(ac.signal);
+    await clock.advance(1000);
+    await store.transact((tx) => tx.schedule('early', new Date(start + 2000), msg('early')));
+    await clock.advance(1000);
+    expect(delivered).toEqual(['early']);
+    ac.abort();
+    await done;
+  });
+
+  it('never runs more processors at once than its concurrency', async () => {
+    const { clock, store } = setup();
+    await store.transact(async (tx) => {
+      for (let i = 0; i < 40; i++) await tx.schedule(`c/${i}`, new Date(clock.now() - 1), msg(`c${i}`));
+    });
+    let running = 0;
+    let peak = 0;
+    let done = 0;
+    const releases: (() => void)[] = [];
+    const dispatcher = new Dispatcher({
+      store,
+      concurrency: 3,
+      processor: async () => {
+        running++;
+        peak = Math.max(peak, running);
+        await new Promise<void>((resolve) => releases.push(resolve));
+        running--;
+        done++;
+      },
+    });
+    const ac = new AbortController();
+    const finished = dispatcher.run(ac.signal);
+    while (done < 40) {
+      await clock.advance(1);
+      releases.splice(0).forEach((r) => r());
+    }
+    expect(peak).toBe(3);
+    expect(dispatcher.snapshot()).toMatchObject({ delivered: 40, inFlight: 0, running: true });
+    ac.abort();
+    await finished;
+    expect(dispatcher.snapshot().running).toBe(false);
+  });
+
+  it('reads due work page by page, never the whole backlog', async () => {
+    const { clock, backend, store } = setup();
+    await store.transact(async (tx) => {
+      for (let i = 0; i < 500; i++) await tx.schedule(`p/${i}`, new Date(clock.now() - 1), msg(`p${i % 10}`));
+    });
+    const limits: number[] = [];
+    const driver = backend.store.driver;
+    const original = driver.dueSchedules.bind(driver);
+    driver.dueSchedules = (now, limit) => {
+      limits.push(limit);
+      return original(now, limit);
+    };
+    const dispatcher = new Dispatcher({ store, concurrency: 4, batchSize: 20, processor: async () => {} });
+    const ac = new AbortController();
+    const done = dispatcher.run(ac.signal);
+    while (dispatcher.snapshot().delivered < 500) await clock.advance(1);
+    expect(Math.max(...limits)).toBe(20);
+    ac.abort();
+    await done;
+  });
+
+  it('drains: stops taking work, waits for processors in flight, then resolves run()', async () => {
+    const { clock, store } = setup();
+    await store.transact(async (tx) => {
+      await tx.schedule('d/1', new Date(clock.now() - 1), msg('d1'));
+      await tx.schedule('d/2', new Date(clock.now() + 5000), msg('d2'));
+    });
+    let release!: () => void;
+    const dispatcher = new Dispatcher({
+      store,
+      processor: async (tx, m) => {
+        await new Promise<void>((resolve) => {
+          release = resolve;
+        });
+        await tx.exec(counter, m.aggregateId, (_s, ag) => ag.raise('hit'));
+      },
+    });
+    const run = dispatcher.run();
+    await clock.advance(1);
+    const drained = dispatcher.drain();
+    expect(dispatcher.snapshot()).toMatchObject({ draining: true, inFlight: 1 });
+    release();
+    await drained;
+    await run;
+    await clock.advance(10_000);
+    expect((await store.loadEvents('d1')).length).toBe(1);
+    expect(await store.loadSchedule('d/2')).toBeDefined();
+    expect(() => dispatcher.run()).toThrow(ClosedError);
+  });
+
+  it('aborts the processors’ signal when the drain times out, and commits nothing they did after', async () => {
+    const { clock, store } = setup();
+    await store.transact((tx) => tx.schedule('stuck', new Date(clock.now() - 1), msg('stuck')));
+    let signal: AbortSignal | undefined;
+    const dispatcher = new Dispatcher({
+      store,
+      drainTimeout: 5000,
+      processor: async (_tx, _m, context) => {
+        signal = context.signal;
+        await new Promise((_resolve, reject) =>
+          context.signal.addEventListener('abort', () => reject(context.signal.reason)),
+        );
+      },
+    });
+    const run = dispatcher.run();
+    await clock.advance(1);
+    const drained = dispatcher.drain();
+    await clock.advance(5000);
+    await drained;
+    await run;
+    expect(signal?.aborted).toBe(true);
+    expect(await store.loadSchedule('stuck')).toBeDefined();
+  });
+
+  it('uses the retry delay function with the attempt number, and a RetryError’s own delay', async () => {
+    const { clock, store } = setup();
+    await store.transact((tx) => tx.schedule('r', new Date(clock.now() - 1), msg('r')));
+    const attempts: [number, number][] = [];
+    let calls = 0;
+    const start = clock.now();
+    const dispatcher = new Dispatcher({
+      store,
+      retryDelay: (attempt) => attempt * 1000,
+      processor: async (_tx, _m, context) => {
+        calls++;
+        attempts.push([context.attempt, clock.now() - start]);
+        if (calls === 1) throw new Error('first');
+        if (calls === 2) throw new Error('second');
+        if (calls === 3) throw new RetryError({ delay: 7000 });
+      },
+    });
+    const ac = new AbortController();
+    const done = dispatcher.run(ac.signal);
+    await clock.advance(20_000);
+    expect(attempts).toEqual([
+      [1, 0],
+      [2, 1000],
+      [3, 3000],
+      [3, 10_000],
+    ]);
+    ac.abort();
+    await done;
+  });
+
+  it('holds a schedule back locally when its failure cannot be recorded, and delivers it later', async () => {
+    const { clock, backend, store } = setup();
+    await store.transact((tx) => tx.schedule('f', new Date(clock.now() - 1), msg('f')));
+    const driver = backend.store.driver;
+    const original = driver.recordFailure.bind(driver);
+    let outage = true;
+    driver.recordFailure = async (...args) => {
+      if (outage) throw new Error('backend unreachable');
+      return original(...args);
+    };
+    let calls = 0;
+    const dispatcher = new Dispatcher({
+      store,
+      retryDelay: 1000,
+      processor: async () => {
+        calls++;
+        if (calls === 1) throw new Error('transient');
+      },
+    });
+    const ac = new AbortController();
+    const done = dispatcher.run(ac.signal);
+    await clock.advance(500);
+    expect(calls).toBe(1);
+    outage = false;
+    await clock.advance(600);
+    expect(calls).toBe(2);
+    expect(await store.loadSchedule('f')).toBeUndefined();
+    ac.abort();
+    await done;
+  });
+
+  it('keeps running when the backend fails a scan, and recovers', async () => {
+    const { clock, backend, store } = setup();
+    await store.transact((tx) => tx.schedule('s', new Date(clock.now() - 1), msg('s')));
+    const driver = backend.store.driver;
+    const original = driver.dueSchedules.bind(driver);
+    let failures = 3;
+    driver.dueSchedules = async (now, limit) => {
+      if (failures-- > 0) throw new Error('connection reset');
+      return original(now, limit);
+    };
+    const warnings: string[] = [];
+    const dispatcher = new Dispatcher({
+      store,
+      processor: async () => {},
+      logger: { debug() {}, info() {}, warn: (m) => warnings.push(m), error() {} },
+    });
+    const ac = new AbortController();
+    const done = dispatcher.run(ac.signal);
+    await clock.advance(5000);
+    expect(dispatcher.snapshot().delivered).toBe(1);
+    expect(warnings.filter((w) => w.includes('scan failed'))).toHaveLength(3);
+    ac.abort();
+    await done;
+  });
+});
+
+describe('Store.transact', () => {
+  it('re-runs on aggregate conflicts and reports an exhausted conflict as a ConflictError, committing nothing', async () => {
+    const database = new MemoryDatabase();
+    const first = createMemoryBackend({ database });
+    const second = createMemoryBackend({ database });
+    let runs = 0;
+    await expect(
+      first.store.transact(
+        async (tx) => {
+          runs++;
+          await tx.exec(counter, 'race', () => {});
+          await second.store.transact((other) => other.exec(counter, 'race', (_s, ag) => ag.raise('hit')));
+          await tx.exec(counter, 'race', (_s, ag) => ag.raise('hit'));
+          await tx.schedule('race/loser', new Date(), msg('race'));
+        },
+        { maxRetries: 2 },
+      ),
+    ).rejects.toBeInstanceOf(ConflictError);
+    expect(runs).toBe(3);
+    expect((await first.store.loadEvents('race')).length).toBe(3);
+    expect(await first.store.loadSchedule('race/loser')).toBeUndefined();
+  });
+
+  it('refuses to be used after close, and a transaction after it ended', async () => {
+    const { backend, store } = setup();
+    let leaked: Parameters<Parameters<typeof store.transact>[0]>[0] | undefined;
+    await store.transact((tx) => {
+      leaked = tx;
+    });
+    await expect(leaked!.schedule('k', new Date(), msg('x'))).rejects.toBeInstanceOf(ClosedError);
+    await backend.close();
+    await expect(store.transact(() => {})).rejects.toBeInstanceOf(ClosedError);
+  });
+});
