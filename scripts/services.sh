@@ -33,7 +33,7 @@ Environment (read by this script and by the tests; nothing is exported):
   DUETIME_PG_URL        PostgreSQL          default postgres://127.0.0.1:5432/test (trust auth, database test)
   DUETIME_REDIS_URL     Redis 7             default redis://127.0.0.1:6379
   DUETIME_NATS_URL      NATS with JetStream default nats://127.0.0.1:4222
-  DUETIME_NATS_NEW_URL  NATS >= ${NATS_NEW_MIN}      default nats://127.0.0.1:4223
+  DUETIME_NATS_NEW_URL  NATS >= ${NATS_NEW_MIN}        default nats://127.0.0.1:4223
   DUETIME_CACHE_DIR     cache directory     default \${XDG_CACHE_HOME:-\$HOME/.cache}/duetime (now: $CACHE_DIR)
   DUETIME_SERVICES_TIMEOUT  seconds to wait for each service (default 60)
   DUETIME_NATS_NEW_SUITE    Debian suite to take the newer nats-server from (default sid)
@@ -208,8 +208,8 @@ up_redis() {
       local dir="$CACHE_DIR/redis-$URL_PORT"
       mkdir -p "$dir" "$LOG_DIR"
       redis-server --daemonize yes --bind 127.0.0.1 -::1 --port "$URL_PORT" --save "" --appendonly no \
-        --dir "$dir" --logfile "$LOG_DIR/redis-$URL_PORT.log" >>"$LOG_DIR/redis-$URL_PORT.log" 2>&1 ||
-        fail redis "redis-server did not start (see $LOG_DIR/redis-$URL_PORT.log)"
+        --dir "$dir" --logfile "$LOG_DIR/redis-$URL_PORT.log" >>"$LOG_DIR/redis-$URL_PORT.start.log" 2>&1 ||
+        fail redis "redis-server did not start (see $LOG_DIR/redis-$URL_PORT.start.log)"
       wait_until "$TIMEOUT" redis_answers || fail redis "no answer at $REDIS_URL after ${TIMEOUT}s"
     fi
     say redis "started, answering at $REDIS_URL"
@@ -224,6 +224,7 @@ up_redis() {
 # ---------------------------------------------------------------- NATS
 # nats_info HOST PORT: prints the INFO line a NATS server sends on connect.
 nats_info() {
+  # shellcheck disable=SC2016 # expanded by the inner bash
   timeout 3 bash -c 'exec 3<>"/dev/tcp/$1/$2" && head -n1 <&3' _ "$1" "$2" 2>/dev/null | grep '^INFO '
 }
 info_version() { sed -n 's/.*"version":"\([^"]*\)".*/\1/p' <<<"$1"; }
@@ -274,6 +275,7 @@ nats_new_unavailable() {
 
 # The Debian mirror the system's apt already uses (its main suite), so no host is named here.
 debian_mirror() {
+  # shellcheck disable=SC2016 # apt's own placeholders
   apt-get indextargets --no-release-info --format '$(REPO_URI) $(RELEASE) $(TARGET_OF)' 2>/dev/null |
     awk '$3 == "deb" && $2 !~ /-/ { print $1; exit }'
 }
@@ -282,7 +284,10 @@ debian_mirror() {
 # Prints the reason and returns 1 when it cannot.
 fetch_nats_new() {
   local apt="$NATS_NEW_DIR/apt" mirror keyring deb version
-  have apt-get && have dpkg-deb || { echo "apt-get and dpkg-deb are needed (not a Debian system)"; return 1; }
+  if ! have apt-get || ! have dpkg-deb; then
+    echo "apt-get and dpkg-deb are needed (not a Debian system)"
+    return 1
+  fi
   mirror="$(debian_mirror)"
   [ -n "$mirror" ] || { echo "no Debian mirror found in the system's apt sources"; return 1; }
   keyring=/usr/share/keyrings/debian-archive-keyring.gpg
@@ -302,7 +307,8 @@ fetch_nats_new() {
     { echo "apt-get update of Debian $NATS_NEW_SUITE failed: $(grep -E '^(E|W):' "$apt/update.log" | head -n1)"; return 1; }
   (cd "$apt/deb" && apt-get "${opts[@]}" download nats-server) >"$apt/download.log" 2>&1 ||
     { echo "apt-get download nats-server from Debian $NATS_NEW_SUITE failed: $(grep -E '^E:' "$apt/download.log" | head -n1)"; return 1; }
-  deb="$(ls "$apt"/deb/nats-server_*.deb 2>/dev/null | head -n1)"
+  local debs=("$apt"/deb/nats-server_*.deb)
+  deb="${debs[0]}"
   rm -rf "$NATS_NEW_DIR/root.new"
   dpkg-deb -x "$deb" "$NATS_NEW_DIR/root.new" || { echo "dpkg-deb -x $deb failed"; return 1; }
   version="$(binary_version "$NATS_NEW_DIR/root.new/usr/sbin/nats-server")"
