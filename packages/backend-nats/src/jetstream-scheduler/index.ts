@@ -1,0 +1,20 @@
+export type {
+  ConsumeFiredOptions,
+  DeadLetterHandler,
+  DeadLetterInfo,
+  DeadLetterReason,
+  FiredConsumer,
+  FiredHandler,
+  FiredInfo,
+} from './consume.js';
+export { parseCron6 } from './cron.js';
+export {
+  JetStreamScheduler,
+  type JetStreamSchedulerOptions,
+  type ScheduledCron,
+  type ScheduledTimer,
+  type SchedulerInfo,
+} from './scheduler.js';
+export type { RequestedMode, ScheduleMode } from './stream.js';
+export { decodeToken, encodeToken } from './subjects.js';
+export { isTerminal, Terminal, TerminalError } from './terminal.js';

@@ -1,0 +1,274 @@
+import type { Clock, Logger } from '@duetime/core';
+import {
+  DeliverPolicy,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+  jetstream,
+  jetstreamManager,
+} from '@nats-io/jetstream';
+import { headers, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
+import { parseCron6 } from './cron.js';
+import { type DueEntry, DueHeap } from './due-heap.js';
+import { isNotFound, isWrongLastSequence } from './errors.js';
+import { H } from './headers.js';
+import { PumpLease } from './lease.js';
+import type { SubjectLayout } from './subjects.js';
+
+export interface PumpOptions {
+  connection: NatsConnection;
+  stream: string;
+  layout: SubjectLayout;
+  /** Which definitions this pump fires: one-shot timers, cron definitions, or both. */
+  kinds: { once: boolean; cron: boolean };
+  owner: string;
+  leaseTtlMs: number;
+  /** A cron tick later than this when the pump reaches it is skipped (kept below the dedup window). */
+  missedTickGraceMs: number;
+  /** Definitions fired at once, at most. */
+  concurrency: number;
+  clock: Clock;
+  logger: Logger;
+}
+
+/** How long to wait before looking at a definition again after a failure. */
+const RETRY_MS = 500;
+/** Longest wait between two looks at the heap when nothing wakes the pump. */
+const IDLE_MS = 1_000;
+
+/**
+ * The emulated scheduler for servers without ADR-51 message schedules: one process per stream, elected by a
+ * {@link PumpLease}, follows the definitions with ordered consumers, keeps a heap of (due, sequence), and
+ * fires each due definition to its target fire subject.
+ *
+ * Crash safety: the fire is published first, with `Nats-Msg-Id` derived from the definition and its due
+ * instant; only then is a one-shot definition deleted or a cron definition advanced (conditionally on its
+ * sequence). A crash between the two leaves the definition in place; the next pump fires it again with the
+ * same id, which the stream drops inside its dedup window. A cron tick found later than `missedTickGrace`
+ * (always below the window) is skipped instead, so a cron tick is never fired twice; a one-shot timer is
+ * always fired, however late, so it is never lost.
+ */
+export class EmulatedPump {
+  readonly #lease: PumpLease;
+  #run: PumpRun | undefined;
+  #fired = 0;
+
+  constructor(options: PumpOptions) {
+    this.#lease = new PumpLease({
+      connection: options.connection,
+      stream: options.stream,
+      subject: options.layout.pump,
+      owner: options.owner,
+      ttlMs: options.leaseTtlMs,
+      clock: options.clock,
+      logger: options.logger,
+      events: {
+        acquired: () => {
+          options.logger.info('jetstream scheduler: this process now runs the pump', {
+            owner: options.owner,
+          });
+          this.#run = new PumpRun(
+            options,
+            () => this.#lease.isLeader,
+            () => this.#fired++,
+          );
+          this.#run.start();
+        },
+        lost: () => {
+          options.logger.info('jetstream scheduler: this process no longer runs the pump', {
+            owner: options.owner,
+          });
+          void this.#run?.stop();
+          this.#run = undefined;
+        },
+      },
+    });
+  }
+
+  /** Whether this process currently runs the pump. */
+  get isLeader(): boolean {
+    return this.#lease.isLeader;
+  }
+
+  /** Messages this process has fired so far (duplicates the stream dropped included). */
+  get firedCount(): number {
+    return this.#fired;
+  }
+
+  start(): void {
+    this.#lease.start();
+  }
+
+  async stop(): Promise<void> {
+    const run = this.#run;
+    this.#run = undefined;
+    await run?.stop();
+    await this.#lease.stop();
+  }
+}
+
+/** One term of leadership: from acquiring the lease to losing or releasing it. */
+class PumpRun {
+  readonly #o: PumpOptions;
+  readonly #isLeader: () => boolean;
+  readonly #onFired: () => void;
+  readonly #js: JetStreamClient;
+  #jsm: JetStreamManager | undefined;
+  readonly #heap = new DueHeap();
+  readonly #abort = new AbortController();
+  readonly #stoppers: Array<() => Promise<void>> = [];
+  #wake: (() => void) | undefined;
+  #loop: Promise<void> | undefined;
+
+  constructor(options: PumpOptions, isLeader: () => boolean, onFired: () => void) {
+    this.#o = options;
+    this.#isLeader = isLeader;
+    this.#onFired = onFired;
+    this.#js = jetstream(options.connection);
+  }
+
+  start(): void {
+    this.#loop = this.#main().catch((error) => {
+      this.#o.logger.error('jetstream scheduler: pump stopped on an error', { error });
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.#abort.abort();
+    this.#wake?.();
+    await Promise.allSettled(this.#stoppers.map((stop) => stop()));
+    await this.#loop;
+  }
+
+  async #main(): Promise<void> {
+    this.#jsm = await jetstreamManager(this.#o.connection);
+    const { layout, kinds } = this.#o;
+    if (kinds.once) await this.#follow(layout.onceAll, 'once');
+    if (kinds.cron) await this.#follow(layout.cronAll, 'cron');
+    const signal = this.#abort.signal;
+    while (!signal.aborted) {
+      const top = this.#heap.peek();
+      const now = this.#o.clock.now();
+      if (!top || top.at > now || !this.#isLeader()) {
+        await this.#sleep(top && this.#isLeader() ? Math.min(top.at - now, IDLE_MS) : IDLE_MS);
+        continue;
+      }
+      const batch: DueEntry[] = [];
+      while (batch.length < this.#o.concurrency) {
+        const next = this.#heap.peek();
+        if (!next || next.at > now) break;
+        batch.push(this.#heap.pop() as DueEntry);
+      }
+      await Promise.all(batch.map((entry) => this.#process(entry)));
+    }
+  }
+
+  /** Follows one kind of definition from the start of the stream with an ordered consumer. */
+  async #follow(filter: string, kind: DueEntry['kind']): Promise<void> {
+    const consumer = await this.#js.consumers.get(this.#o.stream, {
+      filter_subjects: filter,
+      deliver_policy: DeliverPolicy.All,
+    });
+    const messages = await consumer.consume();
+    this.#stoppers.push(async () => {
+      await messages.close();
+    });
+    void (async () => {
+      for await (const m of messages) this.#track(m, kind);
+    })().catch((error) => {
+      if (!this.#abort.signal.aborted)
+        this.#o.logger.warn('jetstream scheduler: pump lost its view of definitions', { error });
+    });
+  }
+
+  #track(m: JsMsg, kind: DueEntry['kind']): void {
+    if (m.headers?.has(H.schedule)) return; // the server runs this one
+    const due = Number(m.headers?.get(H.due));
+    if (!Number.isFinite(due)) {
+      this.#o.logger.warn('jetstream scheduler: definition without a due instant ignored', {
+        subject: m.subject,
+        seq: m.seq,
+      });
+      return;
+    }
+    const top = this.#heap.peek();
+    this.#heap.push({ at: due, seq: m.seq, kind });
+    if (!top || due < top.at) this.#wake?.();
+  }
+
+  #sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const cancel = this.#o.clock.setTimer(Math.max(0, ms), () => {
+        this.#wake = undefined;
+        resolve();
+      });
+      this.#wake = () => {
+        cancel();
+        this.#wake = undefined;
+        resolve();
+      };
+    });
+  }
+
+  async #process(entry: DueEntry): Promise<void> {
+    try {
+      const jsm = this.#jsm as JetStreamManager;
+      const msg = await jsm.streams.getMessage(this.#o.stream, { seq: entry.seq });
+      if (!msg) return; // already fired, replaced or cancelled
+      if (!this.#isLeader()) {
+        this.#heap.push(entry);
+        return;
+      }
+      if (entry.kind === 'once') await this.#fireOnce(entry.seq, msg.header, msg.data);
+      else await this.#fireCron(entry.seq, msg.subject, msg.header, msg.data);
+    } catch (error) {
+      if (this.#abort.signal.aborted) return;
+      this.#o.logger.warn('jetstream scheduler: pump will retry a definition', { seq: entry.seq, error });
+      this.#heap.push({ ...entry, at: this.#o.clock.now() + RETRY_MS });
+    }
+  }
+
+  async #fireOnce(seq: number, def: MsgHdrs, data: Uint8Array): Promise<void> {
+    const due = def.get(H.due);
+    const timer = def.get(H.timer);
+    const out = headers();
+    out.set(H.timer, timer);
+    out.set(H.due, due);
+    await this.#js.publish(def.get(H.target), data, { headers: out, msgID: `o:${timer}@${due}` });
+    this.#onFired();
+    try {
+      await (this.#jsm as JetStreamManager).streams.deleteMessage(this.#o.stream, seq, false);
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+    }
+  }
+
+  async #fireCron(seq: number, subject: string, def: MsgHdrs, data: Uint8Array): Promise<void> {
+    const due = Number(def.get(H.due));
+    const name = def.get(H.cron);
+    const expr = def.get(H.cronExpr);
+    const now = this.#o.clock.now();
+    if (now - due <= this.#o.missedTickGraceMs) {
+      const out = headers();
+      out.set(H.cron, name);
+      out.set(H.cronExpr, expr);
+      out.set(H.due, String(due));
+      await this.#js.publish(def.get(H.target), data, { headers: out, msgID: `c:${name}@${due}` });
+      this.#onFired();
+    }
+    const next = parseCron6(expr).next(new Date(Math.max(now, due)));
+    const advanced = headers();
+    for (const [k, v] of def) if (k.startsWith('Duetime-')) for (const value of v) advanced.append(k, value);
+    advanced.set(H.rollup, 'sub');
+    advanced.set(H.due, String(next?.getTime() ?? ''));
+    if (!next) {
+      await (this.#jsm as JetStreamManager).streams.deleteMessage(this.#o.stream, seq, false);
+      return;
+    }
+    try {
+      await this.#js.publish(subject, data, { headers: advanced, expect: { lastSubjectSequence: seq } });
+    } catch (error) {
+      if (!isWrongLastSequence(error)) throw error; // replaced meanwhile: the new definition is followed
+    }
+  }
+}

@@ -1,0 +1,487 @@
+import { randomBytes } from 'node:crypto';
+import {
+  assertJson,
+  BackendError,
+  type Clock,
+  ClosedError,
+  CronSyntaxError,
+  duration,
+  InvalidArgumentError,
+  type Logger,
+  MAX_MESSAGE_BYTES,
+  positiveInteger,
+  silentLogger,
+  systemClock,
+  validDate,
+} from '@duetime/core';
+import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { headers, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
+import {
+  type ConsumeFiredOptions,
+  consumeFired,
+  type DeadLetterHandler,
+  type FiredConsumer,
+  type FiredHandler,
+} from './consume.js';
+import { parseCron6 } from './cron.js';
+import { apiCode, isNotFound, JS_SCHEDULE_PATTERN_INVALID, toBackendError } from './errors.js';
+import { H } from './headers.js';
+import { EmulatedPump } from './pump.js';
+import { ensureSchedulerStream, type RequestedMode, type StreamSetup } from './stream.js';
+import {
+  defaultStreamName,
+  SubjectLayout,
+  tokenFor,
+  validDurable,
+  validPrefix,
+  validStreamName,
+} from './subjects.js';
+
+/** Options of {@link JetStreamScheduler}. */
+export interface JetStreamSchedulerOptions {
+  /** Subject prefix: dot-separated tokens of letters, digits, `-`, `_` (default `duetime`). */
+  prefix?: string;
+  /** Stream name (default: the prefix with `.` as `_`, then `_sched`). */
+  stream?: string;
+  /**
+   * `auto` (default): native on a server >= 2.12 whose stream keeps `allow_msg_schedules`, emulated
+   * otherwise. `native` fails where the server cannot; `emulated` forces the pump (on a new stream only).
+   */
+  mode?: RequestedMode;
+  /** Stream dedup window for new streams (default 120 000 ms); `atId` and the pump rely on it. */
+  duplicateWindow?: number;
+  /** Stream replicas for new streams (default 1). */
+  replicas?: number;
+  /** Stream storage for new streams (default `file`). */
+  storage?: 'file' | 'memory';
+  /** Whether this process may run the emulated pump (default true). Ignored in native mode. */
+  pump?: boolean;
+  /** Pump lease time-to-live (default 10 000 ms): how long a crashed pump's successor waits. */
+  leaseTtl?: number;
+  /** A cron tick the pump reaches later than this is skipped (default 5 000 ms, below half the dedup window). */
+  missedTickGrace?: number;
+  /** Definitions the pump fires at once (default 64). */
+  pumpConcurrency?: number;
+  clock?: Clock;
+  logger?: Logger;
+}
+
+/** A one-shot timer as stored. */
+export interface ScheduledTimer {
+  key: string;
+  /** `<key token>.<timer id>`: also the fired message's id (`once:<this>`). */
+  timer: string;
+  due: Date;
+  /** The definition's subject. */
+  subject: string;
+  /** The definition's stream sequence (for `atId` duplicates: the original's). */
+  sequence: number;
+  /** True when `atId` was a republish inside the dedup window and the stream dropped it. */
+  duplicate: boolean;
+}
+
+/** A cron definition as stored. */
+export interface ScheduledCron {
+  name: string;
+  key: string;
+  expression: string;
+  /** The next tick after now (UTC). */
+  next: Date;
+  subject: string;
+  sequence: number;
+}
+
+/** What `ensureStream()` settled on. */
+export interface SchedulerInfo extends StreamSetup {
+  stream: string;
+  prefix: string;
+}
+
+/**
+ * Timers and cron schedules that live in one JetStream stream and fire messages to per-key subjects.
+ *
+ * On NATS >= 2.12 the server runs them (ADR-51 message schedules); on older servers a lease-elected pump
+ * inside the library does, with the same API and guarantees. See docs/jetstream-scheduler.md.
+ *
+ * @example
+ * const scheduler = new JetStreamScheduler(nc, { prefix: 'shop' });
+ * await scheduler.ensureStream();
+ * await scheduler.after('order/42/expire', 15 * 60_000, { orderId: 42 });
+ * const consumer = await scheduler.consumeFired('expiry', 5, onDeadLetter, async (key, payload) => {...});
+ */
+export class JetStreamScheduler {
+  readonly #nc: NatsConnection;
+  readonly #layout: SubjectLayout;
+  readonly #stream: string;
+  readonly #requested: RequestedMode;
+  readonly #duplicateWindow: number;
+  readonly #replicas: number;
+  readonly #storage: 'file' | 'memory';
+  readonly #runPump: boolean;
+  readonly #leaseTtl: number;
+  readonly #grace: number | undefined;
+  readonly #pumpConcurrency: number;
+  readonly #clock: Clock;
+  readonly #logger: Logger;
+  readonly #js: JetStreamClient;
+  #jsm: JetStreamManager | undefined;
+  #setup: Promise<StreamSetup> | undefined;
+  #pump: EmulatedPump | undefined;
+  readonly #consumers = new Set<FiredConsumer>();
+  #closed = false;
+
+  constructor(connection: NatsConnection, options: JetStreamSchedulerOptions = {}) {
+    if (!connection || typeof (connection as { publish?: unknown }).publish !== 'function')
+      throw new InvalidArgumentError('connection', connection, 'must be a NatsConnection');
+    const prefix = validPrefix(options.prefix ?? 'duetime');
+    this.#nc = connection;
+    this.#layout = new SubjectLayout(prefix);
+    this.#stream = validStreamName(options.stream ?? defaultStreamName(prefix));
+    const mode = options.mode ?? 'auto';
+    if (mode !== 'auto' && mode !== 'native' && mode !== 'emulated')
+      throw new InvalidArgumentError('options.mode', mode, 'must be "auto", "native" or "emulated"');
+    this.#requested = mode;
+    this.#duplicateWindow = duration('options.duplicateWindow', options.duplicateWindow ?? 120_000);
+    if (this.#duplicateWindow < 1_000)
+      throw new InvalidArgumentError(
+        'options.duplicateWindow',
+        this.#duplicateWindow,
+        'must be at least 1000 ms',
+      );
+    this.#replicas = positiveInteger('options.replicas', options.replicas ?? 1);
+    const storage = options.storage ?? 'file';
+    if (storage !== 'file' && storage !== 'memory')
+      throw new InvalidArgumentError('options.storage', storage, 'must be "file" or "memory"');
+    this.#storage = storage;
+    this.#runPump = options.pump ?? true;
+    this.#leaseTtl = duration('options.leaseTtl', options.leaseTtl ?? 10_000);
+    if (this.#leaseTtl < 300)
+      throw new InvalidArgumentError('options.leaseTtl', this.#leaseTtl, 'must be at least 300 ms');
+    this.#grace =
+      options.missedTickGrace === undefined
+        ? undefined
+        : duration('options.missedTickGrace', options.missedTickGrace, { allowZero: true });
+    this.#pumpConcurrency = positiveInteger('options.pumpConcurrency', options.pumpConcurrency ?? 64);
+    this.#clock = options.clock ?? systemClock;
+    this.#logger = options.logger ?? silentLogger;
+    this.#js = jetstream(connection);
+  }
+
+  /** The stream's name. */
+  get stream(): string {
+    return this.#stream;
+  }
+
+  /** Whether this process currently runs the emulated pump (always false in native mode). */
+  get isPumpLeader(): boolean {
+    return this.#pump?.isLeader ?? false;
+  }
+
+  /** Messages the pump in this process has fired. */
+  get pumpFiredCount(): number {
+    return this.#pump?.firedCount ?? 0;
+  }
+
+  /**
+   * Creates the stream (or checks an existing one), decides the mode and, in emulated mode, starts this
+   * process's candidacy for the pump. Safe to call many times; the other methods call it on first use.
+   *
+   * @throws {NotSupportedError} for mode `native` on a server without message schedules.
+   * @throws {InvalidArgumentError} for an existing stream that cannot hold timers (an age limit, another mode).
+   * @throws {BackendError} when the server cannot be reached or refuses.
+   */
+  async ensureStream(): Promise<SchedulerInfo> {
+    this.#checkOpen();
+    this.#setup ??= this.#ensure();
+    const setup = this.#setup;
+    try {
+      return { ...(await setup), stream: this.#stream, prefix: this.#layout.prefix };
+    } catch (error) {
+      if (this.#setup === setup) this.#setup = undefined; // let a later call retry
+      throw error;
+    }
+  }
+
+  async #ensure(): Promise<StreamSetup> {
+    const version = this.#nc.info?.version;
+    if (this.#nc.isClosed() || !version)
+      throw new BackendError(
+        'ensure scheduler stream',
+        `the NATS connection to ${this.#server()} is closed`,
+        {
+          transient: false,
+        },
+      );
+    try {
+      this.#jsm ??= await jetstreamManager(this.#nc, { timeout: 5_000 });
+    } catch (error) {
+      throw toBackendError(`open JetStream at ${this.#server()}`, error);
+    }
+    const setup = await ensureSchedulerStream(
+      this.#jsm,
+      {
+        name: this.#stream,
+        layout: this.#layout,
+        duplicateWindowMs: this.#duplicateWindow,
+        replicas: this.#replicas,
+        storage: this.#storage,
+      },
+      this.#requested,
+      version,
+    );
+    const grace = this.#grace ?? Math.min(5_000, Math.floor(setup.duplicateWindowMs / 2));
+    if (grace >= setup.duplicateWindowMs)
+      throw new InvalidArgumentError(
+        'options.missedTickGrace',
+        grace,
+        `must be below the stream's dedup window (${setup.duplicateWindowMs} ms)`,
+      );
+    const kinds = { once: setup.mode === 'emulated', cron: setup.cronMode === 'emulated' };
+    if (this.#runPump && (kinds.once || kinds.cron) && !this.#closed) {
+      this.#pump = new EmulatedPump({
+        connection: this.#nc,
+        stream: this.#stream,
+        layout: this.#layout,
+        kinds,
+        owner: `${this.#nc.info?.client_id ?? 'c'}-${randomBytes(6).toString('hex')}`,
+        leaseTtlMs: this.#leaseTtl,
+        missedTickGraceMs: grace,
+        concurrency: this.#pumpConcurrency,
+        clock: this.#clock,
+        logger: this.#logger,
+      });
+      this.#pump.start();
+    }
+    return setup;
+  }
+
+  /**
+   * Fires `payload` to `fireSubject(key)` once, `ms` from now. Timers for one key never replace each other.
+   * @throws {InvalidArgumentError} naming `key`, `ms` or `payload`.
+   */
+  after(key: string, ms: number, payload?: unknown): Promise<ScheduledTimer> {
+    const delay = duration('ms', ms, { allowZero: true });
+    return this.#once(key, this.#clock.now() + delay, payload, undefined);
+  }
+
+  /**
+   * Fires `payload` to `fireSubject(key)` once at `when`. A time in the past fires at once.
+   * @throws {InvalidArgumentError} naming `key`, `when` or `payload`.
+   */
+  at(key: string, when: Date, payload?: unknown): Promise<ScheduledTimer> {
+    return this.#once(key, validDate('when', when).getTime(), payload, undefined);
+  }
+
+  /**
+   * Like {@link at}, deduplicated by `msgId` (per key): a republish inside the stream's dedup window is
+   * dropped (`duplicate: true`) and the first one's `when` and payload stand. Later, the same id replaces a
+   * pending timer of that id, or schedules a new one if it already fired.
+   */
+  atId(key: string, msgId: string, when: Date, payload?: unknown): Promise<ScheduledTimer> {
+    const idToken = tokenFor('msgId', msgId, 'name');
+    return this.#once(key, validDate('when', when).getTime(), payload, idToken);
+  }
+
+  async #once(
+    key: string,
+    due: number,
+    payload: unknown,
+    idToken: string | undefined,
+  ): Promise<ScheduledTimer> {
+    const keyToken = tokenFor('key', key, 'key');
+    const body = encodePayload(payload);
+    const setup = await this.#ready();
+    const id = idToken === undefined ? newTimerId() : `=${idToken}`;
+    const timer = `${keyToken}.${id}`;
+    const subject = this.#layout.once(keyToken, id);
+    const target = this.#layout.fire(keyToken);
+    const h = headers();
+    h.set(H.timer, timer);
+    h.set(H.due, String(due));
+    h.set(H.target, target);
+    h.set(H.rollup, 'sub');
+    if (setup.mode === 'native') {
+      h.set(H.schedule, `@at ${new Date(due).toISOString()}`);
+      h.set(H.scheduleTarget, target);
+    }
+    const ack = await this.#publish('schedule a timer', subject, body, h, idToken ? `a:${timer}` : undefined);
+    return { key, timer, due: new Date(due), subject, sequence: ack.seq, duplicate: ack.duplicate };
+  }
+
+  /**
+   * Fires `payload` to `fireSubject(key)` on every tick of a 6-field cron expression
+   * (`second minute hour day-of-month month day-of-week`) in UTC. A definition replaces any earlier one of
+   * the same `name`. Ticks missed while nothing could fire them are skipped, not caught up.
+   * @throws {CronSyntaxError} for a bad expression; {@link InvalidArgumentError} naming `name`, `key`, `payload`.
+   */
+  async cron(name: string, key: string, expr6: string, payload?: unknown): Promise<ScheduledCron> {
+    const nameToken = tokenFor('name', name, 'name');
+    const keyToken = tokenFor('key', key, 'key');
+    const spec = parseCron6(expr6);
+    const body = encodePayload(payload);
+    const setup = await this.#ready();
+    const expression = expr6.trim().split(/\s+/).join(' ');
+    const next = spec.next(new Date(this.#clock.now()));
+    if (!next) throw new CronSyntaxError('expression', expr6, 'has no future tick', expr6);
+    const subject = this.#layout.cron(nameToken);
+    const target = this.#layout.fire(keyToken);
+    const h = headers();
+    h.set(H.cron, nameToken);
+    h.set(H.cronExpr, expression);
+    h.set(H.target, target);
+    h.set(H.rollup, 'sub');
+    if (setup.cronMode === 'native') {
+      h.set(H.schedule, expression);
+      h.set(H.scheduleTarget, target);
+    } else h.set(H.due, String(next.getTime()));
+    try {
+      const ack = await this.#publish('define a cron schedule', subject, body, h, undefined);
+      return { name, key, expression, next, subject, sequence: ack.seq };
+    } catch (error) {
+      if (apiCode((error as Error).cause) === JS_SCHEDULE_PATTERN_INVALID)
+        throw new CronSyntaxError('expression', expr6, 'the server rejected the schedule pattern', expr6);
+      throw error;
+    }
+  }
+
+  /** Removes the cron definition `name` (no-op if absent). Returns whether one was removed. */
+  async cancelCron(name: string): Promise<boolean> {
+    const subject = this.#layout.cron(tokenFor('name', name, 'name'));
+    return (await this.#purge(subject)) > 0;
+  }
+
+  /** Removes every pending one-shot timer of `key`; returns how many. Fired messages are untouched. */
+  async cancelTimers(key: string): Promise<number> {
+    return this.#purge(this.#layout.onceForKey(tokenFor('key', key, 'key')));
+  }
+
+  /** The subject `key`'s timers and cron ticks fire to: `<prefix>.sched.fire.<encoded key>`. */
+  fireSubject(key: string): string {
+    return this.#layout.fire(tokenFor('key', key, 'key'));
+  }
+
+  /**
+   * Runs `handler(key, payload, firedId, info)` for every fired message through the durable pull consumer
+   * `durable` (created on first use; several processes may share it). An error redelivers the message after
+   * a growing delay; an error with `terminal === true` (see `Terminal()`), or the `maxDeliver`-th failed
+   * delivery, calls `onDeadLetter(key, reason, deliveries, info)` and then terminates the message.
+   */
+  async consumeFired(
+    durable: string,
+    maxDeliver: number,
+    onDeadLetter: DeadLetterHandler,
+    handler: FiredHandler,
+    options: ConsumeFiredOptions = {},
+  ): Promise<FiredConsumer> {
+    validDurable(durable);
+    await this.#ready();
+    const consumer = await consumeFired(
+      {
+        js: this.#js,
+        jsm: this.#jsm as JetStreamManager,
+        stream: this.#stream,
+        layout: this.#layout,
+        logger: this.#logger,
+      },
+      durable,
+      maxDeliver,
+      onDeadLetter,
+      handler,
+      options,
+    );
+    this.#consumers.add(consumer);
+    void consumer.closed.then(() => this.#consumers.delete(consumer));
+    return consumer;
+  }
+
+  /**
+   * Purges fired messages at or below `durable`'s ack floor (every one of them acknowledged or terminated
+   * by that consumer). Definitions, pending timers and fired messages not yet acknowledged are never
+   * touched. Returns how many messages were purged. Other consumers of the fire subjects are not consulted.
+   */
+  async reclaimFired(durable: string): Promise<number> {
+    validDurable(durable);
+    await this.#ready();
+    const jsm = this.#jsm as JetStreamManager;
+    let floor: number;
+    try {
+      floor = (await jsm.consumers.info(this.#stream, durable)).ack_floor.stream_seq;
+    } catch (error) {
+      if (isNotFound(error))
+        throw new InvalidArgumentError('durable', durable, `no such consumer on stream ${this.#stream}`);
+      throw toBackendError(`read consumer ${durable}`, error);
+    }
+    if (floor <= 0) return 0;
+    try {
+      const result = await jsm.streams.purge(this.#stream, { filter: this.#layout.fireAll, seq: floor + 1 });
+      return result.purged;
+    } catch (error) {
+      throw toBackendError(`purge fired messages of stream ${this.#stream}`, error);
+    }
+  }
+
+  /** Stops the pump (releasing its lease) and every `consumeFired` loop. The connection stays open. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.allSettled([...this.#consumers].map((c) => c.stop()));
+    await this.#pump?.stop();
+  }
+
+  async #ready(): Promise<StreamSetup> {
+    this.#checkOpen();
+    await this.ensureStream();
+    return this.#setup as Promise<StreamSetup>;
+  }
+
+  #checkOpen(): void {
+    if (this.#closed) throw new ClosedError('JetStreamScheduler');
+  }
+
+  #server(): string {
+    return this.#nc.getServer?.() ?? 'the NATS server';
+  }
+
+  async #publish(
+    operation: string,
+    subject: string,
+    body: Uint8Array,
+    h: MsgHdrs,
+    msgID: string | undefined,
+  ) {
+    try {
+      return await this.#js.publish(subject, body, { headers: h, ...(msgID ? { msgID } : {}) });
+    } catch (error) {
+      throw toBackendError(`${operation} on ${subject}`, error);
+    }
+  }
+
+  async #purge(filter: string): Promise<number> {
+    await this.#ready();
+    try {
+      return (await (this.#jsm as JetStreamManager).streams.purge(this.#stream, { filter })).purged;
+    } catch (error) {
+      throw toBackendError(`purge ${filter}`, error);
+    }
+  }
+}
+
+const utf8 = new TextEncoder();
+
+function encodePayload(payload: unknown): Uint8Array {
+  const value = payload === undefined ? null : payload;
+  assertJson('payload', value);
+  const bytes = utf8.encode(JSON.stringify(value));
+  if (bytes.length > MAX_MESSAGE_BYTES)
+    throw new InvalidArgumentError(
+      'payload',
+      payload,
+      `is ${bytes.length} bytes as JSON, more than ${MAX_MESSAGE_BYTES}`,
+    );
+  return bytes;
+}
+
+/** A time-ordered unique timer id (subject-token safe). */
+function newTimerId(): string {
+  return `${Date.now().toString(36)}${randomBytes(8).toString('hex')}`;
+}
