@@ -1,0 +1,36 @@
+import type Database from 'better-sqlite3';
+import { type ListShape, listQuery, type StoreQuery, storeQueries } from './sql/queries.js';
+import type { Tables } from './sql/tables.js';
+
+/** The store's statements on one connection, prepared on first use and then reused. */
+export class Statements {
+  readonly #db: Database.Database;
+  readonly #tables: Tables;
+  readonly #sql: ReturnType<typeof storeQueries>;
+  readonly #prepared = new Map<string, Database.Statement>();
+
+  constructor(db: Database.Database, tables: Tables) {
+    this.#db = db;
+    this.#tables = tables;
+    this.#sql = storeQueries(tables);
+  }
+
+  get(name: StoreQuery): Database.Statement {
+    return this.#cached(name, () => this.#sql[name]);
+  }
+
+  list(shape: ListShape): Database.Statement {
+    return this.#cached(`list:${shape.through}:${shape.prefix}:${shape.after}`, () =>
+      listQuery(this.#tables, shape),
+    );
+  }
+
+  #cached(id: string, sql: () => string): Database.Statement {
+    let statement = this.#prepared.get(id);
+    if (!statement) {
+      statement = this.#db.prepare(sql());
+      this.#prepared.set(id, statement);
+    }
+    return statement;
+  }
+}
