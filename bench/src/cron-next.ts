@@ -1,0 +1,181 @@
+/**
+ * cron next(): nanoseconds per call for duetime, croner and cron-parser, side by side in one process.
+ *
+ * Each library steps through consecutive occurrences from the same start (its result is the next call's
+ * input), restarting at the start when the walk reaches the end of the range, so the DST case keeps
+ * crossing transitions. Every library is warmed up first; each round times a fixed number of calls and
+ * the median round is reported.
+ *
+ * Run: cd bench && npx tsx --conditions=source src/cron-next.ts [--rounds 7] [--calls 20000]
+ * Writes bench/results/cron-next.json.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseCron } from '@duetime/core';
+import { CronExpressionParser } from 'cron-parser';
+import { Cron } from 'croner';
+
+interface Case {
+  name: string;
+  expression: string;
+  zone: string;
+  from: string;
+  to: string;
+}
+
+const CASES: Case[] = [
+  {
+    name: 'simple',
+    expression: '*/5 * * * *',
+    zone: 'UTC',
+    from: '2026-01-01T00:00:00Z',
+    to: '2027-01-01T00:00:00Z',
+  },
+  {
+    name: 'dst-crossing',
+    expression: '30 2 * * *',
+    zone: 'America/New_York',
+    from: '2026-01-01T00:00:00Z',
+    to: '2036-01-01T00:00:00Z',
+  },
+];
+
+/** One library's stepper: returns the epoch ms of the next occurrence after the previous one. */
+type Stepper = () => number;
+
+function duetimeStepper(c: Case): Stepper {
+  const spec = parseCron(c.expression, c.zone);
+  const start = new Date(c.from);
+  const end = Date.parse(c.to);
+  let at = start;
+  return () => {
+    const next = spec.next(at) as Date;
+    at = next.getTime() >= end ? start : next;
+    return next.getTime();
+  };
+}
+
+function cronerStepper(c: Case): Stepper {
+  const job = new Cron(c.expression, { timezone: c.zone, paused: true });
+  const start = new Date(c.from);
+  const end = Date.parse(c.to);
+  let at = start;
+  return () => {
+    const next = job.nextRun(at) as Date;
+    at = next.getTime() >= end ? start : next;
+    return next.getTime();
+  };
+}
+
+function cronParserStepper(c: Case): Stepper {
+  const start = new Date(c.from);
+  const end = Date.parse(c.to);
+  // The iterator keeps its position, which is this library's fastest way to step.
+  const iterator = CronExpressionParser.parse(c.expression, { currentDate: start, tz: c.zone });
+  return () => {
+    const next = iterator.next().getTime();
+    if (next >= end) iterator.reset(start);
+    return next;
+  };
+}
+
+const LIBRARIES: Array<{ name: string; make: (c: Case) => Stepper }> = [
+  { name: 'duetime', make: duetimeStepper },
+  { name: 'croner', make: cronerStepper },
+  { name: 'cron-parser', make: cronParserStepper },
+];
+
+function argument(name: string, fallback: number): number {
+  const i = process.argv.indexOf(`--${name}`);
+  const value = i >= 0 ? Number(process.argv[i + 1]) : fallback;
+  if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a positive integer`);
+  return value;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] as number;
+}
+
+interface Result {
+  case: string;
+  expression: string;
+  zone: string;
+  library: string;
+  nsPerCall: number;
+  callsPerSecond: number;
+  calls: number;
+  rounds: number;
+}
+
+function measure(step: Stepper, calls: number, rounds: number): number {
+  let sink = 0;
+  // Warm-up: long enough for the JIT to settle and for every library to fill its caches.
+  const warmUntil = performance.now() + 300;
+  while (performance.now() < warmUntil) for (let i = 0; i < 200; i++) sink += step();
+  const perCall: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < calls; i++) sink += step();
+    perCall.push(Number(process.hrtime.bigint() - t0) / calls);
+  }
+  if (sink === 42) console.log('');
+  return median(perCall);
+}
+
+function main(): void {
+  const rounds = argument('rounds', 7);
+  const baseCalls = argument('calls', 20_000);
+  const results: Result[] = [];
+  for (const c of CASES) {
+    for (const library of LIBRARIES) {
+      // The slow libraries get fewer calls per round so that one run stays around a minute.
+      const calls = library.name === 'duetime' ? baseCalls * 10 : baseCalls;
+      const nsPerCall = measure(library.make(c), calls, rounds);
+      results.push({
+        case: c.name,
+        expression: c.expression,
+        zone: c.zone,
+        library: library.name,
+        nsPerCall: Math.round(nsPerCall),
+        callsPerSecond: Math.round(1e9 / nsPerCall),
+        calls,
+        rounds,
+      });
+    }
+  }
+  const rows = results.map((r) => {
+    const own = results.find((o) => o.case === r.case && o.library === 'duetime') as Result;
+    return {
+      case: r.case,
+      expression: `${r.expression} (${r.zone})`,
+      library: r.library,
+      'ns/call': r.nsPerCall,
+      'calls/s': r.callsPerSecond.toLocaleString('en-US'),
+      'vs duetime': r.library === 'duetime' ? '1.0x' : `${(r.nsPerCall / own.nsPerCall).toFixed(1)}x slower`,
+    };
+  });
+  console.table(rows);
+  const out = join(dirname(fileURLToPath(import.meta.url)), '..', 'results', 'cron-next.json');
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(
+    out,
+    `${JSON.stringify(
+      {
+        benchmark: 'cron-next',
+        date: new Date().toISOString(),
+        node: process.version,
+        cpu: os.cpus()[0]?.model ?? 'unknown',
+        cores: os.cpus().length,
+        results,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+  console.log(`written ${out}`);
+}
+
+main();
