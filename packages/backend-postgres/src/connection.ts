@@ -1,0 +1,198 @@
+import { ClosedError, type Logger, sleep, systemClock } from '@duetime/core';
+import type pg from 'pg';
+import { type ConnectionTarget, isConnectionError, toDuetimeError } from './errors.js';
+
+/**
+ * Result parsing that ignores the application's global pg type parsers (an app may map `int8` to
+ * BigInt or `timestamptz` to strings): duetime reads numbers as numbers, instants as epoch milliseconds
+ * computed in SQL, and JSON as text it parses itself.
+ */
+const RAW_TYPES = {
+  getTypeParser(oid: number): (value: string) => unknown {
+    switch (oid) {
+      case 20: // int8
+      case 21: // int2
+      case 23: // int4
+      case 700: // float4
+      case 701: // float8
+      case 1700: // numeric
+        return Number;
+      case 16: // bool
+        return (value) => value === 't';
+      default:
+        return (value) => value;
+    }
+  },
+} as unknown as pg.CustomTypesConfig;
+
+type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
+
+/** The pool, what it points at, and the helpers every part of the backend runs its SQL through. */
+export class Connection {
+  readonly pool: pg.Pool;
+  readonly target: ConnectionTarget;
+  readonly logger: Logger;
+  readonly #secret: string | undefined;
+  readonly #ownsPool: boolean;
+  readonly #onPoolError = (error: Error) => {
+    this.logger.warn('an idle PostgreSQL connection failed; the pool replaces it', {
+      error: toDuetimeError(error, 'idle connection', this.target, this.#secret),
+    });
+  };
+  #closed = false;
+
+  constructor(options: {
+    pool: pg.Pool;
+    ownsPool: boolean;
+    target: ConnectionTarget;
+    secret: string | undefined;
+    logger: Logger;
+  }) {
+    this.pool = options.pool;
+    this.#ownsPool = options.ownsPool;
+    this.target = options.target;
+    this.#secret = options.secret;
+    this.logger = options.logger;
+    // Without a listener, an idle client that loses its connection (a restarted server) would crash the
+    // process. On the application's pool this only adds a log line; the pool still emits to its own.
+    this.pool.on('error', this.#onPoolError);
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  check(): void {
+    if (this.#closed) throw new ClosedError('postgres backend');
+  }
+
+  /** Maps a pg error to a duetime error naming `operation` and the target. */
+  error(error: unknown, operation: string): Error {
+    return toDuetimeError(error, operation, this.target, this.#secret);
+  }
+
+  /** Runs one statement on `on` (the pool by default), mapping errors. */
+  async query<R extends Record<string, unknown>>(
+    operation: string,
+    text: string,
+    values: unknown[] = [],
+    on: Queryable = this.pool,
+  ): Promise<pg.QueryResult<R>> {
+    this.check();
+    try {
+      return (await on.query({ text, values, types: RAW_TYPES })) as pg.QueryResult<R>;
+    } catch (error) {
+      throw this.error(error, operation);
+    }
+  }
+
+  /**
+   * Runs an idempotent statement on the pool, retrying a few times when the connection was lost (a
+   * pooled connection the server had already closed, a short failover). Other errors surface at once.
+   */
+  async idempotent<R extends Record<string, unknown>>(
+    operation: string,
+    text: string,
+    values: unknown[] = [],
+  ): Promise<pg.QueryResult<R>> {
+    for (let attempt = 0; ; attempt++) {
+      this.check();
+      try {
+        return (await this.pool.query({ text, values, types: RAW_TYPES })) as pg.QueryResult<R>;
+      } catch (error) {
+        if (attempt >= 2 || !isConnectionError(error) || this.#closed) throw this.error(error, operation);
+        await sleep(systemClock, 50 * 4 ** attempt);
+      }
+    }
+  }
+
+  /**
+   * Checks a client out of the pool for a transaction, with an error listener attached while it is out
+   * (pg emits `error` on a checked-out client whose socket dies; unheard, that would crash the process).
+   * Retries a connection that fails before any work was done on it.
+   */
+  async checkout(operation: string): Promise<CheckedOutClient> {
+    for (let attempt = 0; ; attempt++) {
+      this.check();
+      let client: pg.PoolClient;
+      try {
+        client = await this.pool.connect();
+      } catch (error) {
+        if (attempt >= 2 || !isConnectionError(error) || this.#closed) throw this.error(error, operation);
+        await sleep(systemClock, 50 * 4 ** attempt);
+        continue;
+      }
+      const checkedOut = new CheckedOutClient(client, this.logger);
+      try {
+        await client.query('BEGIN');
+        return checkedOut;
+      } catch (error) {
+        checkedOut.release(true);
+        if (attempt >= 2 || !isConnectionError(error) || this.#closed) throw this.error(error, operation);
+        await sleep(systemClock, 50 * 4 ** attempt);
+      }
+    }
+  }
+
+  /** Runs `fn` on a client inside BEGIN … COMMIT (rolled back when it throws). */
+  async transaction<T>(operation: string, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const out = await this.checkout(operation);
+    try {
+      const result = await fn(out.client);
+      await out.client.query('COMMIT');
+      out.release(false);
+      return result;
+    } catch (error) {
+      await out.rollback();
+      throw this.error(error, operation);
+    }
+  }
+
+  /** Closes the pool if this backend created it; the application's pool is left as it is. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.pool.off('error', this.#onPoolError);
+    if (this.#ownsPool) await this.pool.end();
+  }
+}
+
+/** A pool client checked out for one transaction. `release` is safe to call more than once. */
+export class CheckedOutClient {
+  readonly client: pg.PoolClient;
+  #broken = false;
+  #released = false;
+  readonly #onError: (error: Error) => void;
+
+  constructor(client: pg.PoolClient, logger: Logger) {
+    this.client = client;
+    this.#onError = (error) => {
+      this.#broken = true;
+      logger.debug('a PostgreSQL connection in use failed', { error: error.message });
+    };
+    client.on('error', this.#onError);
+  }
+
+  /** Rolls back, destroying the connection when that fails (its state is unknown). */
+  async rollback(): Promise<void> {
+    if (this.#released) return;
+    try {
+      if (!this.#broken) await this.client.query('ROLLBACK');
+      this.release(this.#broken);
+    } catch {
+      this.release(true);
+    }
+  }
+
+  release(destroy: boolean): void {
+    if (this.#released) return;
+    this.#released = true;
+    // Keep a listener until the pool has it back: a late socket error must not go unheard.
+    if (destroy || this.#broken) {
+      this.client.release(true);
+    } else {
+      this.client.off('error', this.#onError);
+      this.client.release();
+    }
+  }
+}

@@ -1,0 +1,145 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { type Logger, sleep, systemClock } from '@duetime/core';
+import type pg from 'pg';
+import { quoteIdent, quoteLiteral } from './sql/ident.js';
+
+/** What a listener hears: the earliest deadline among the schedules a commit put, when known. */
+export type ChangeHandler = (change: { earliest?: Date }) => void;
+
+/** Longest channel name PostgreSQL accepts (NAMEDATALEN - 1 bytes). */
+const MAX_CHANNEL_BYTES = 63;
+
+/** The NOTIFY channel of a schema: `duetime:<schema>`, hashed when that would be too long. */
+export function channelFor(schema: string): string {
+  const plain = `duetime:${schema}`;
+  if (Buffer.byteLength(plain) <= MAX_CHANNEL_BYTES) return plain;
+  return `duetime:${createHash('sha256').update(schema).digest('hex').slice(0, 40)}`;
+}
+
+/**
+ * Cross-process wake-up over LISTEN/NOTIFY. Committing transactions that put schedules send
+ * `NOTIFY <channel>, '<instance>:<earliest ms>'` with their COMMIT (so only commits are heard); one
+ * dedicated connection per backend instance LISTENs, opened only while somebody watches. When that
+ * connection drops, it reconnects with backoff and, once listening again, reports a change without a
+ * deadline, because commits made in between were not heard: the dispatcher rescans.
+ */
+export class ChangeNotifier {
+  /** Identifies this instance's own notifications, which core already reports as local changes. */
+  readonly instanceId = randomBytes(6).toString('hex');
+  readonly channel: string;
+  readonly #createClient: () => pg.Client;
+  readonly #logger: Logger;
+  readonly #handlers = new Set<ChangeHandler>();
+  #run: { abort: AbortController; done: Promise<void> } | undefined;
+  readonly #stopping = new Set<Promise<void>>();
+
+  constructor(options: { schema: string; createClient: () => pg.Client; logger: Logger }) {
+    this.channel = channelFor(options.schema);
+    this.#createClient = options.createClient;
+    this.#logger = options.logger;
+  }
+
+  /** SQL literals for `pg_notify(channel, payload)` announcing a commit whose earliest deadline is `earliest`. */
+  notification(earliest: number | undefined): { channel: string; payload: string } {
+    return {
+      channel: quoteLiteral(this.channel),
+      payload: quoteLiteral(`${this.instanceId}:${earliest ?? ''}`),
+    };
+  }
+
+  /** Calls `handler` on other instances' commits; returns the function that stops it. */
+  watch(handler: ChangeHandler): () => void {
+    this.#handlers.add(handler);
+    if (!this.#run) this.#start();
+    return () => {
+      this.#handlers.delete(handler);
+      if (this.#handlers.size === 0) this.#stop();
+    };
+  }
+
+  /** Stops listening and waits until the connection is closed. */
+  async close(): Promise<void> {
+    this.#handlers.clear();
+    this.#stop();
+    await Promise.all([...this.#stopping]);
+  }
+
+  #start(): void {
+    const abort = new AbortController();
+    const done = this.#listen(abort.signal);
+    this.#run = { abort, done };
+  }
+
+  #stop(): void {
+    const run = this.#run;
+    if (!run) return;
+    this.#run = undefined;
+    run.abort.abort();
+    this.#stopping.add(run.done);
+    void run.done.finally(() => this.#stopping.delete(run.done));
+  }
+
+  #emit(change: { earliest?: Date }): void {
+    for (const handler of [...this.#handlers]) {
+      try {
+        handler(change);
+      } catch (error) {
+        this.#logger.warn('change handler threw', { error });
+      }
+    }
+  }
+
+  #onNotification(message: pg.Notification): void {
+    if (message.channel !== this.channel) return;
+    const [instance, earliest] = (message.payload ?? '').split(':');
+    if (instance === this.instanceId) return;
+    const ms = earliest ? Number(earliest) : Number.NaN;
+    this.#emit(Number.isFinite(ms) ? { earliest: new Date(ms) } : {});
+  }
+
+  async #listen(signal: AbortSignal): Promise<void> {
+    let failures = 0;
+    let missedSome = false;
+    while (!signal.aborted) {
+      const client = this.#createClient();
+      const lost = new Promise<unknown>((resolve) => {
+        client.on('error', resolve);
+        client.on('end', () => resolve(new Error('the LISTEN connection ended')));
+      });
+      const aborted = new Promise<void>((resolve) =>
+        signal.addEventListener('abort', () => resolve(), { once: true }),
+      );
+      client.on('notification', (message) => this.#onNotification(message));
+      try {
+        await client.connect();
+        await client.query(`LISTEN ${quoteIdent(this.channel)}`);
+        if (signal.aborted) break;
+        if (missedSome) {
+          this.#logger.info('listening for schedule changes again', { channel: this.channel });
+          this.#emit({});
+        }
+        failures = 0;
+        const reason = await Promise.race([lost, aborted]);
+        if (signal.aborted) break;
+        missedSome = true;
+        this.#logger.warn('lost the LISTEN connection; reconnecting', {
+          channel: this.channel,
+          error: reason,
+        });
+      } catch (error) {
+        failures++;
+        missedSome = true;
+        this.#logger.warn('could not LISTEN for schedule changes; retrying', {
+          channel: this.channel,
+          failures,
+          error,
+        });
+      } finally {
+        await client.end().catch(() => {});
+      }
+      // Backoff with jitter: 100 ms after a drop, doubling per failed attempt, at most 5 s.
+      const base = Math.min(5_000, 100 * 2 ** failures);
+      await sleep(systemClock, base / 2 + Math.random() * (base / 2), signal);
+    }
+  }
+}

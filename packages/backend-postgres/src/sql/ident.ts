@@ -1,0 +1,9 @@
+/** Quotes an SQL identifier (`my"schema` → `"my""schema"`). */
+export function quoteIdent(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+/** Quotes an SQL string literal (`it's` → `'it''s'`). */
+export function quoteLiteral(text: string): string {
+  return `'${text.replaceAll("'", "''")}'`;
+}

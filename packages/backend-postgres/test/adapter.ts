@@ -1,0 +1,59 @@
+import { userInfo } from 'node:os';
+import type { Backend } from '@duetime/core';
+import pg from 'pg';
+import { createPostgresBackend } from '../src/index.js';
+
+/** The server the tests use (trust auth, database `test`); DUETIME_PG_URL overrides it. */
+export const PG_URL = process.env.DUETIME_PG_URL ?? 'postgres://127.0.0.1:5432/test';
+
+/** Schemas opened by this process, dropped by {@link dropSchemas} at the end of a test file. */
+const opened = new Set<string>();
+
+/**
+ * Opens a backend whose data lives in the schema named `namespace` (created by the migrations), so the
+ * same namespace gives the same data and a fresh one an empty, isolated schema. Fails at once, naming
+ * the service and how to start it, when PostgreSQL does not answer.
+ */
+export async function open(namespace: string, options: { applicationName?: string } = {}): Promise<Backend> {
+  opened.add(namespace);
+  try {
+    return await createPostgresBackend(
+      { connectionString: PG_URL },
+      { schema: namespace, poolSize: 6, connectionTimeoutMs: 5_000, ...options },
+    );
+  } catch (error) {
+    if ((error as { transient?: boolean }).transient)
+      throw new Error(
+        `PostgreSQL is not reachable at ${PG_URL} (set DUETIME_PG_URL to use another server); start it with \`bash scripts/services.sh up\`: ${(error as Error).message}`,
+        { cause: error },
+      );
+    throw error;
+  }
+}
+
+/** A plain client for assertions and administration in tests. */
+export async function adminClient(): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: urlWithUser(PG_URL) });
+  await client.connect();
+  return client;
+}
+
+/** The URL with the operating-system user filled in when it names none (as libpq and the backend do). */
+export function urlWithUser(url: string): string {
+  if (new pg.Client({ connectionString: url }).user !== undefined) return url;
+  const withUser = new URL(url);
+  withUser.username = userInfo().username;
+  return withUser.toString();
+}
+
+/** Drops every schema this process opened (call from afterAll). */
+export async function dropSchemas(): Promise<void> {
+  if (opened.size === 0) return;
+  const client = await adminClient();
+  try {
+    for (const schema of opened) await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    opened.clear();
+  } finally {
+    await client.end();
+  }
+}
