@@ -219,12 +219,34 @@ class PumpRun {
         this.#heap.push(entry);
         return;
       }
+      if (entry.kind === 'once' && (await this.#superseded(entry.seq, msg.subject))) return;
       if (entry.kind === 'once') await this.#fireOnce(entry.seq, msg.header, msg.data);
       else await this.#fireCron(entry.seq, msg.subject, msg.header, msg.data);
     } catch (error) {
       if (this.#abort.signal.aborted) return;
       this.#o.logger.warn('jetstream scheduler: pump will retry a definition', { seq: entry.seq, error });
       this.#heap.push({ ...entry, at: this.#o.clock.now() + RETRY_MS });
+    }
+  }
+
+  /**
+   * An `atId` subject (timer id starting with `=`) may hold an older definition under a newer one: the
+   * newer replaces it, so the older is deleted unfired. Other timer subjects hold one definition each.
+   */
+  async #superseded(seq: number, subject: string): Promise<boolean> {
+    if (!subject.slice(subject.lastIndexOf('.') + 1).startsWith('=')) return false;
+    const jsm = this.#jsm as JetStreamManager;
+    const last = await jsm.streams.getMessage(this.#o.stream, { last_by_subj: subject });
+    if (!last || last.seq === seq) return false;
+    await this.#delete(seq);
+    return true;
+  }
+
+  async #delete(seq: number): Promise<void> {
+    try {
+      await (this.#jsm as JetStreamManager).streams.deleteMessage(this.#o.stream, seq, false);
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
     }
   }
 
@@ -236,11 +258,7 @@ class PumpRun {
     out.set(H.due, due);
     await this.#js.publish(def.get(H.target), data, { headers: out, msgID: `o:${timer}@${due}` });
     this.#onFired();
-    try {
-      await (this.#jsm as JetStreamManager).streams.deleteMessage(this.#o.stream, seq, false);
-    } catch (error) {
-      if (!isNotFound(error)) throw error;
-    }
+    await this.#delete(seq);
   }
 
   async #fireCron(seq: number, subject: string, def: MsgHdrs, data: Uint8Array): Promise<void> {
@@ -262,7 +280,7 @@ class PumpRun {
     advanced.set(H.rollup, 'sub');
     advanced.set(H.due, String(next?.getTime() ?? ''));
     if (!next) {
-      await (this.#jsm as JetStreamManager).streams.deleteMessage(this.#o.stream, seq, false);
+      await this.#delete(seq);
       return;
     }
     try {

@@ -299,11 +299,14 @@ export class JetStreamScheduler {
     h.set(H.timer, timer);
     h.set(H.due, String(due));
     h.set(H.target, target);
-    h.set(H.rollup, 'sub');
     if (setup.mode === 'native') {
+      // The server replaces an earlier schedule on the same subject (an `atId` outside the dedup window).
+      h.set(H.rollup, 'sub');
       h.set(H.schedule, `@at ${new Date(due).toISOString()}`);
       h.set(H.scheduleTarget, target);
     }
+    // Emulated: no rollup (NATS 2.9 applies a rollup before it drops a duplicate, which would delete the
+    // original); the pump fires only the newest definition of an `atId` subject instead.
     const ack = await this.#publish('schedule a timer', subject, body, h, idToken ? `a:${timer}` : undefined);
     return { key, timer, due: new Date(due), subject, sequence: ack.seq, duplicate: ack.duplicate };
   }

@@ -1,0 +1,255 @@
+import { jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Terminal } from '../../src/jetstream-scheduler/index.js';
+import { Collector } from './collector.js';
+import { connectRequired, Harness, MODE_CASES, newServer, reportNotRun, waitFor } from './helpers.js';
+
+for (const mode of MODE_CASES) {
+  const absent = mode.needsNew && !newServer.available;
+  if (absent) reportNotRun(`JetStream scheduler, ${mode.name}`, newServer.reason);
+
+  describe.skipIf(absent)(`JetStream scheduler, ${mode.name}`, () => {
+    let nc: NatsConnection;
+    let harness: Harness;
+    const collectors: Collector[] = [];
+    const collect = async (...args: Parameters<typeof Collector.start>) => {
+      const collector = await Collector.start(...args);
+      collectors.push(collector);
+      return collector;
+    };
+
+    beforeAll(async () => {
+      nc = await connectRequired(mode.url);
+      harness = new Harness(nc);
+    });
+    afterEach(async () => {
+      await Promise.all(collectors.splice(0).map((c) => c.stop()));
+      await harness.cleanup();
+    });
+    afterAll(async () => {
+      await nc?.close();
+    });
+
+    it(`runs in ${mode.expectMode} mode, as the stream config echoed by the server says`, async () => {
+      const scheduler = harness.scheduler(mode.options);
+      const info = await scheduler.ensureStream();
+      expect(info.mode).toBe(mode.expectMode);
+      const jsm = await jetstreamManager(nc);
+      const config = (await jsm.streams.info(scheduler.stream)).config;
+      expect(config.allow_msg_schedules === true).toBe(mode.expectMode === 'native');
+      expect(config.max_age).toBe(0);
+      expect(config.retention).toBe('limits');
+      expect(config.allow_rollup_hdrs).toBe(true);
+      expect(config.duplicate_window).toBe(30_000 * 1_000_000);
+      const timer = await scheduler.after('mode/probe', 60_000, null);
+      const stored = await jsm.streams.getMessage(scheduler.stream, { seq: timer.sequence });
+      expect(stored?.header.has('Nats-Schedule')).toBe(mode.expectMode === 'native');
+      if (mode.expectMode === 'emulated') await waitFor('the pump lease', () => scheduler.isPumpLeader);
+      else expect(scheduler.isPumpLeader).toBe(false);
+    });
+
+    it('after() fires once to the key with the payload and a firedId', async () => {
+      const scheduler = harness.scheduler(mode.options);
+      const c = await collect(scheduler, 'after');
+      const timer = await scheduler.after('order/1/expire', 200, { orderId: 1 });
+      await waitFor('the timer to fire', () => c.forKey('order/1/expire').length > 0);
+      const call = c.calls[0];
+      expect(call?.payload).toEqual({ orderId: 1 });
+      expect(call?.firedId).toBe(`once:${timer.timer}`);
+      expect(call?.info.kind).toBe('once');
+      expect(call?.info.due?.getTime()).toBe(timer.due.getTime());
+      expect(call?.at).toBeGreaterThanOrEqual(timer.due.getTime() - 5);
+      // The definition is gone once fired, so it can never fire again.
+      const jsm = await jetstreamManager(nc);
+      await waitFor('the definition to be removed', async () => {
+        return (await jsm.streams.getMessage(scheduler.stream, { seq: timer.sequence })) === null;
+      });
+      expect(c.calls).toHaveLength(1);
+    });
+
+    it('timers for one key never overwrite each other', async () => {
+      const scheduler = harness.scheduler(mode.options);
+      const c = await collect(scheduler, 'same-key');
+      const when = new Date(Date.now() + 300);
+      await Promise.all([
+        scheduler.after('k', 150, 'a'),
+        scheduler.after('k', 150, 'b'),
+        scheduler.at('k', when, 'c'),
+        scheduler.at('k', when, 'd'),
+      ]);
+      await waitFor('four fires', () => c.calls.length >= 4);
+      expect(c.calls.map((call) => call.payload).sort()).toEqual(['a', 'b', 'c', 'd']);
+      expect(c.firedIds('k')).toHaveLength(4);
+    });
+
+    it('at() with a date in the past fires at once', async () => {
+      const scheduler = harness.scheduler(mode.options);
+      const c = await collect(scheduler, 'past');
+      const timer = await scheduler.at('late', new Date(Date.now() - 3_600_000), 'overdue');
+      await waitFor('the overdue timer', () => c.calls.length > 0);
+      expect(c.calls[0]?.payload).toBe('overdue');
+      expect(c.calls[0]?.firedId).toBe(`once:${timer.timer}`);
+    });
+
+    it('atId() drops a republish of the same id inside the dedup window', async () => {
+      const scheduler = harness.scheduler(mode.options);
+      const c = await collect(scheduler, 'atid');
+      const when = new Date(Date.now() + 300);
+      const first = await scheduler.atId('invoice/7', 'reminder-1', when, 'first');
+      const again = await scheduler.atId('invoice/7', 'reminder-1', new Date(Date.now() + 100), 'second');
+      const other = await scheduler.atId('invoice/7', 'reminder-2', when, 'other id');
+      expect(first.duplicate).toBe(false);
+      expect(again.duplicate).toBe(true);
+      expect(again.sequence).toBe(first.sequence);
+      expect(other.duplicate).toBe(false);
+      await waitFor('both ids to fire', () => c.calls.length >= 2);
+      const jsm = await jetstreamManager(nc);
+      await waitFor('the definitions to be consumed', async () => {
+        const last = await jsm.streams
+          .getMessage(scheduler.stream, {
+            last_by_subj: `${first.subject.split('.sched.')[0]}.sched.once.*.*`,
+          })
+          .catch(() => null);
+        return last === null;
+      });
+      expect(c.calls.map((call) => call.payload).sort()).toEqual(['first', 'other id']);
+    });
+
+    it('cron() fires every tick and a new definition of the same name replaces it', async () => {
+      const scheduler = harness.scheduler(mode.options);
+      const c = await collect(scheduler, 'cron');
+      const first = await scheduler.cron('heartbeat', 'beat/a', '* * * * * *', 'a');
+      expect(first.next.getTime() % 1000).toBe(0);
+      await waitFor('two ticks on beat/a', () => c.firedIds('beat/a').length >= 2);
+      for (const call of c.forKey('beat/a')) {
+        expect(call.info.kind).toBe('cron');
+        expect(call.firedId).toBe(`cron:heartbeat@${call.info.due?.toISOString()}`);
+        expect(call.info.due?.getUTCMilliseconds()).toBe(0);
+      }
+      const replaced = await scheduler.cron('heartbeat', 'beat/b', '*/2 * * * * *', 'b');
+      await waitFor('two ticks on beat/b', () => c.firedIds('beat/b').length >= 2);
+      const afterReplace = c.forKey('beat/a').filter((call) => call.info.streamSequence > replaced.sequence);
+      expect(afterReplace).toEqual([]);
+      for (const call of c.forKey('beat/b')) expect((call.info.due?.getUTCSeconds() ?? 1) % 2).toBe(0);
+      expect(await scheduler.cancelCron('heartbeat')).toBe(true);
+      expect(await scheduler.cancelCron('heartbeat')).toBe(false);
+    });
+
+    it('fireSubject() is where a key fires, encoded so any key is one subject token', async () => {
+      const scheduler = harness.scheduler(mode.options);
+      const info = await scheduler.ensureStream();
+      const key = 'user 42.reminder*>';
+      const subject = scheduler.fireSubject(key);
+      expect(subject).toBe(`${info.prefix}.sched.fire.user%2042%2Ereminder%2A%3E`);
+      // Fired messages are stored in the stream on that subject (in native mode the server writes them
+      // there directly, so they reach JetStream consumers, not plain core subscriptions).
+      await scheduler.after(key, 50, { hello: 'subject' });
+      const jsm = await jetstreamManager(nc);
+      const stored = await waitFor('the fired message on the subject', () =>
+        jsm.streams.getMessage(scheduler.stream, { last_by_subj: subject }),
+      );
+      expect(stored?.json<unknown>()).toEqual({ hello: 'subject' });
+      const c = await collect(scheduler, 'fire-subject');
+      await waitFor('the consumer to see it', () => c.calls.length > 0);
+      expect(c.calls[0]?.key).toBe(key);
+    });
+
+    it('a failing handler gets the message again, with the same firedId, until it succeeds', async () => {
+      const scheduler = harness.scheduler(mode.options);
+      const c = await collect(scheduler, 'retry', 5, (call) => {
+        if (call.info.deliveries < 3) throw new Error(`attempt ${call.info.deliveries} fails`);
+      });
+      await scheduler.after('flaky', 50, 'x');
+      await waitFor('the third delivery', () => c.calls.length >= 3);
+      expect(c.calls.map((call) => call.info.deliveries)).toEqual([1, 2, 3]);
+      expect(new Set(c.calls.map((call) => call.firedId)).size).toBe(1);
+      const jsm = await jetstreamManager(nc);
+      await waitFor(
+        'the ack',
+        async () => (await jsm.consumers.info(scheduler.stream, 'retry')).num_ack_pending === 0,
+      );
+      expect(c.deadLetters).toEqual([]);
+      expect(c.calls).toHaveLength(3);
+    });
+
+    it('a terminal error dead-letters at once and terminates the message', async () => {
+      const scheduler = harness.scheduler(mode.options);
+      const c = await collect(scheduler, 'terminal', 5, (call) => {
+        if (call.payload === 'helper') throw Terminal('order was deleted');
+        throw Object.assign(new Error('flagged'), { terminal: true });
+      });
+      await scheduler.after('gone/1', 50, 'helper');
+      await scheduler.after('gone/2', 60, 'flag');
+      await waitFor('two dead letters', () => c.deadLetters.length >= 2);
+      const byKey = Object.fromEntries(c.deadLetters.map((d) => [d.key, d]));
+      expect(byKey['gone/1']).toMatchObject({ reason: 'terminal', deliveries: 1 });
+      expect((byKey['gone/1']?.error as Error | undefined)?.message).toBe('order was deleted');
+      expect(byKey['gone/2']).toMatchObject({ reason: 'terminal', deliveries: 1 });
+      const jsm = await jetstreamManager(nc);
+      await waitFor('both terminated', async () => {
+        const info = await jsm.consumers.info(scheduler.stream, 'terminal');
+        return info.num_ack_pending === 0 && info.num_pending === 0;
+      });
+      expect(c.calls).toHaveLength(2);
+    });
+
+    it('maxDeliver failures dead-letter the message with the delivery count, then terminate it', async () => {
+      const scheduler = harness.scheduler(mode.options);
+      const c = await collect(scheduler, 'max-deliver', 3, () => {
+        throw new Error('always fails');
+      });
+      await scheduler.after('doomed', 50, 'x');
+      await waitFor('the dead letter', () => c.deadLetters.length > 0);
+      expect(c.deadLetters[0]).toMatchObject({ key: 'doomed', reason: 'max_deliver', deliveries: 3 });
+      expect((c.deadLetters[0]?.error as Error | undefined)?.message).toBe('always fails');
+      const jsm = await jetstreamManager(nc);
+      await waitFor(
+        'termination',
+        async () => (await jsm.consumers.info(scheduler.stream, 'max-deliver')).num_ack_pending === 0,
+      );
+      expect(c.calls.map((call) => call.info.deliveries)).toEqual([1, 2, 3]);
+      expect(c.deadLetters).toHaveLength(1);
+    });
+
+    it('reclaimFired() purges acknowledged fires only, never definitions or unacknowledged fires', async () => {
+      const scheduler = harness.scheduler(mode.options);
+      let release: () => void = () => {};
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const c = await collect(scheduler, 'reclaim', 5, async (call) => {
+        if (call.payload === 'held') await gate;
+      });
+      const pending = await scheduler.after('later', 3_600_000, 'pending');
+      const cron = await scheduler.cron('yearly', 'new-year', '0 0 0 1 1 *', 'cron');
+      await scheduler.after('done', 20, 'done');
+      await waitFor('the first fire', () => c.calls.length >= 1);
+      await scheduler.after('held', 20, 'held');
+      await waitFor('the held fire', () => c.calls.length >= 2);
+      const jsm = await jetstreamManager(nc);
+      const doneSeq = c.calls[0]?.info.streamSequence as number;
+      const heldSeq = c.calls[1]?.info.streamSequence as number;
+      await waitFor(
+        'the first ack',
+        async () => (await jsm.consumers.info(scheduler.stream, 'reclaim')).ack_floor.stream_seq >= doneSeq,
+      );
+
+      expect(await scheduler.reclaimFired('reclaim')).toBe(1);
+      expect(await jsm.streams.getMessage(scheduler.stream, { seq: doneSeq })).toBeNull();
+      expect(await jsm.streams.getMessage(scheduler.stream, { seq: heldSeq })).not.toBeNull();
+      expect(await jsm.streams.getMessage(scheduler.stream, { seq: pending.sequence })).not.toBeNull();
+      expect(await jsm.streams.getMessage(scheduler.stream, { last_by_subj: cron.subject })).not.toBeNull();
+
+      release();
+      await waitFor(
+        'the held ack',
+        async () => (await jsm.consumers.info(scheduler.stream, 'reclaim')).ack_floor.stream_seq >= heldSeq,
+      );
+      expect(await scheduler.reclaimFired('reclaim')).toBe(1);
+      expect(await jsm.streams.getMessage(scheduler.stream, { seq: pending.sequence })).not.toBeNull();
+      expect(await jsm.streams.getMessage(scheduler.stream, { last_by_subj: cron.subject })).not.toBeNull();
+      expect(await scheduler.reclaimFired('reclaim')).toBe(0);
+    });
+  });
+}
