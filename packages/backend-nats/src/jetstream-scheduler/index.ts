@@ -1,3 +1,4 @@
+export { connectNats, type NatsConnectOptions } from './connect.js';
 export type {
   ConsumeFiredOptions,
   DeadLetterHandler,

@@ -16,6 +16,7 @@ import {
 } from '@duetime/core';
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { headers, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
+import { connectNats, type NatsConnectOptions } from './connect.js';
 import {
   type ConsumeFiredOptions,
   consumeFired,
@@ -129,6 +130,32 @@ export class JetStreamScheduler {
   #pump: EmulatedPump | undefined;
   readonly #consumers = new Set<FiredConsumer>();
   #closed = false;
+  #ownsConnection = false;
+
+  /**
+   * Connects to `servers` and returns a scheduler that closes the connection on `close()`.
+   * @throws {InvalidArgumentError} for a malformed URL; {@link BackendError} when no server answers.
+   */
+  static async connect(
+    servers: string | string[],
+    options: JetStreamSchedulerOptions & NatsConnectOptions = {},
+  ): Promise<JetStreamScheduler> {
+    const { timeout, name, ...rest } = options;
+    const nc = await connectNats(servers, { ...(timeout ? { timeout } : {}), ...(name ? { name } : {}) });
+    try {
+      const scheduler = new JetStreamScheduler(nc, rest);
+      scheduler.#ownsConnection = true;
+      return scheduler;
+    } catch (error) {
+      await nc.close();
+      throw error;
+    }
+  }
+
+  /** The NATS connection this scheduler uses. */
+  get connection(): NatsConnection {
+    return this.#nc;
+  }
 
   constructor(connection: NatsConnection, options: JetStreamSchedulerOptions = {}) {
     if (!connection || typeof (connection as { publish?: unknown }).publish !== 'function')
@@ -259,7 +286,7 @@ export class JetStreamScheduler {
    * Fires `payload` to `fireSubject(key)` once, `ms` from now. Timers for one key never replace each other.
    * @throws {InvalidArgumentError} naming `key`, `ms` or `payload`.
    */
-  after(key: string, ms: number, payload?: unknown): Promise<ScheduledTimer> {
+  async after(key: string, ms: number, payload?: unknown): Promise<ScheduledTimer> {
     const delay = duration('ms', ms, { allowZero: true });
     return this.#once(key, this.#clock.now() + delay, payload, undefined);
   }
@@ -268,7 +295,7 @@ export class JetStreamScheduler {
    * Fires `payload` to `fireSubject(key)` once at `when`. A time in the past fires at once.
    * @throws {InvalidArgumentError} naming `key`, `when` or `payload`.
    */
-  at(key: string, when: Date, payload?: unknown): Promise<ScheduledTimer> {
+  async at(key: string, when: Date, payload?: unknown): Promise<ScheduledTimer> {
     return this.#once(key, validDate('when', when).getTime(), payload, undefined);
   }
 
@@ -277,7 +304,7 @@ export class JetStreamScheduler {
    * dropped (`duplicate: true`) and the first one's `when` and payload stand. Later, the same id replaces a
    * pending timer of that id, or schedules a new one if it already fired.
    */
-  atId(key: string, msgId: string, when: Date, payload?: unknown): Promise<ScheduledTimer> {
+  async atId(key: string, msgId: string, when: Date, payload?: unknown): Promise<ScheduledTimer> {
     const idToken = tokenFor('msgId', msgId, 'name');
     return this.#once(key, validDate('when', when).getTime(), payload, idToken);
   }
@@ -423,12 +450,16 @@ export class JetStreamScheduler {
     }
   }
 
-  /** Stops the pump (releasing its lease) and every `consumeFired` loop. The connection stays open. */
+  /**
+   * Stops the pump (releasing its lease) and every `consumeFired` loop. The connection stays open, unless
+   * the scheduler made it (`JetStreamScheduler.connect`).
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     await Promise.allSettled([...this.#consumers].map((c) => c.stop()));
     await this.#pump?.stop();
+    if (this.#ownsConnection) await this.#nc.close();
   }
 
   async #ready(): Promise<StreamSetup> {
