@@ -1,5 +1,6 @@
-import { BackendError, DuetimeError } from '@duetime/core';
+import type { DuetimeError } from '@duetime/core';
 import { JetStreamApiError } from '@nats-io/jetstream';
+import { toDuetimeError } from '../errors.js';
 
 /** JetStream API error codes this package tells apart. */
 export const JS_STREAM_NOT_FOUND = 10059;
@@ -27,13 +28,10 @@ export function isWrongLastSequence(error: unknown): boolean {
 }
 
 /**
- * Wraps a client or server failure as a {@link BackendError} naming the operation. Connection-level
- * failures (timeouts, closed or draining connections, no responders) are marked transient; API errors
- * (the server refused the request) are not. Duetime's own errors pass through unchanged.
+ * Wraps a client or server failure as a duetime error naming the operation and the server: connection-level
+ * failures (timeouts, a closed or reconnecting connection, no responders) become a transient
+ * `BackendError`, API refusals a permanent one; duetime's own errors pass through unchanged.
  */
-export function toBackendError(operation: string, error: unknown): DuetimeError {
-  if (error instanceof DuetimeError) return error;
-  const message = error instanceof Error ? error.message : String(error);
-  const transient = !(error instanceof JetStreamApiError);
-  return new BackendError(operation, message, { cause: error, transient });
+export function toBackendError(operation: string, error: unknown, server = 'NATS'): DuetimeError {
+  return toDuetimeError(error, operation, server);
 }

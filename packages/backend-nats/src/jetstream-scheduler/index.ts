@@ -1,4 +1,3 @@
-export { connectNats, type NatsConnectOptions } from './connect.js';
 export type {
   ConsumeFiredOptions,
   DeadLetterHandler,

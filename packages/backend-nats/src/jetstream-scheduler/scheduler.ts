@@ -16,7 +16,14 @@ import {
 } from '@duetime/core';
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { headers, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
-import { connectNats, type NatsConnectOptions } from './connect.js';
+import {
+  type ConnectNatsOptions,
+  checkConnection,
+  connectNats,
+  type NatsServers,
+  requireJetStream,
+  serverVersion,
+} from '../connection.js';
 import {
   type ConsumeFiredOptions,
   consumeFired,
@@ -137,11 +144,16 @@ export class JetStreamScheduler {
    * @throws {InvalidArgumentError} for a malformed URL; {@link BackendError} when no server answers.
    */
   static async connect(
-    servers: string | string[],
-    options: JetStreamSchedulerOptions & NatsConnectOptions = {},
+    servers: NatsServers,
+    options: JetStreamSchedulerOptions & ConnectNatsOptions = {},
   ): Promise<JetStreamScheduler> {
-    const { timeout, name, ...rest } = options;
-    const nc = await connectNats(servers, { ...(timeout ? { timeout } : {}), ...(name ? { name } : {}) });
+    const { connectTimeoutMs, name, maxReconnectAttempts, reconnectTimeWaitMs, ...rest } = options;
+    const nc = await connectNats(servers, {
+      connectTimeoutMs,
+      name,
+      maxReconnectAttempts,
+      reconnectTimeWaitMs,
+    });
     try {
       const scheduler = new JetStreamScheduler(nc, rest);
       scheduler.#ownsConnection = true;
@@ -158,8 +170,7 @@ export class JetStreamScheduler {
   }
 
   constructor(connection: NatsConnection, options: JetStreamSchedulerOptions = {}) {
-    if (!connection || typeof (connection as { publish?: unknown }).publish !== 'function')
-      throw new InvalidArgumentError('connection', connection, 'must be a NatsConnection');
+    checkConnection(connection);
     const prefix = validPrefix(options.prefix ?? 'duetime');
     this.#nc = connection;
     this.#layout = new SubjectLayout(prefix);
@@ -230,15 +241,10 @@ export class JetStreamScheduler {
   }
 
   async #ensure(): Promise<StreamSetup> {
-    const version = this.#nc.info?.version;
-    if (this.#nc.isClosed() || !version)
-      throw new BackendError(
-        'ensure scheduler stream',
-        `the NATS connection to ${this.#server()} is closed`,
-        {
-          transient: false,
-        },
-      );
+    if (this.#nc.isClosed())
+      throw new BackendError('ensure scheduler stream', `the NATS connection to ${this.#server()} is closed`);
+    const version = serverVersion(this.#nc);
+    requireJetStream(this.#nc, 'ensure scheduler stream');
     try {
       this.#jsm ??= await jetstreamManager(this.#nc, { timeout: 5_000 });
     } catch (error) {

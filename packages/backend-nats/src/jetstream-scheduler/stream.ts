@@ -1,5 +1,6 @@
 import { InvalidArgumentError, NotSupportedError } from '@duetime/core';
 import type { JetStreamManager, StreamConfig, StreamInfo } from '@nats-io/jetstream';
+import { type ServerVersion, versionAtLeast } from '../connection.js';
 import { isNotFound, toBackendError } from './errors.js';
 import type { SubjectLayout } from './subjects.js';
 
@@ -33,18 +34,9 @@ export interface StreamSettings {
   storage: 'file' | 'memory';
 }
 
-/** Parses `2.12.0`, `v2.14.1-beta.2` into [major, minor, patch]; undefined when unreadable. */
-export function parseVersion(text: string | undefined): [number, number, number] | undefined {
-  const match = /^v?(\d+)\.(\d+)\.(\d+)/.exec(text ?? '');
-  if (!match) return undefined;
-  return [Number(match[1]), Number(match[2]), Number(match[3])];
-}
-
-/** Whether `version` is at least `min` (major, minor). */
-export function versionAtLeast(version: string | undefined, min: readonly [number, number]): boolean {
-  const v = parseVersion(version);
-  if (!v) return false;
-  return v[0] > min[0] || (v[0] === min[0] && v[1] >= min[1]);
+/** Whether the server `version` is at least `min` (major, minor). */
+function atLeast(version: ServerVersion, min: readonly [number, number]): boolean {
+  return versionAtLeast(version, min[0], min[1]);
 }
 
 const NS_PER_MS = 1_000_000;
@@ -61,12 +53,12 @@ export async function ensureSchedulerStream(
   jsm: JetStreamManager,
   settings: StreamSettings,
   requested: RequestedMode,
-  serverVersion: string,
+  serverVersion: ServerVersion,
 ): Promise<StreamSetup> {
-  const serverHasSchedules = versionAtLeast(serverVersion, NATIVE_AT_VERSION);
+  const serverHasSchedules = atLeast(serverVersion, NATIVE_AT_VERSION);
   if (requested === 'native' && !serverHasSchedules)
     throw new NotSupportedError(
-      `mode "native" needs a NATS server >= ${NATIVE_AT_VERSION.join('.')} with message schedules; the server is ${serverVersion}`,
+      `mode "native" needs a NATS server >= ${NATIVE_AT_VERSION.join('.')} with message schedules; the server is ${serverVersion.text}`,
     );
   const wantNative = requested === 'native' || (requested === 'auto' && serverHasSchedules);
 
@@ -102,7 +94,7 @@ export async function ensureSchedulerStream(
     }
     if (requested === 'native' && info.config.allow_msg_schedules !== true)
       throw new NotSupportedError(
-        `mode "native": the server (${serverVersion}) did not keep allow_msg_schedules on stream ${settings.name}`,
+        `mode "native": the server (${serverVersion.text}) did not keep allow_msg_schedules on stream ${settings.name}`,
       );
   } else {
     info = await completeExisting(jsm, info, settings, requested);
@@ -111,9 +103,9 @@ export async function ensureSchedulerStream(
   const native = info.config.allow_msg_schedules === true;
   return {
     mode: native ? 'native' : 'emulated',
-    cronMode: native && versionAtLeast(serverVersion, NATIVE_CRON_VERSION) ? 'native' : 'emulated',
+    cronMode: native && atLeast(serverVersion, NATIVE_CRON_VERSION) ? 'native' : 'emulated',
     duplicateWindowMs: Math.round((info.config.duplicate_window ?? 0) / NS_PER_MS),
-    serverVersion,
+    serverVersion: serverVersion.text,
   };
 }
 

@@ -1,7 +1,8 @@
 import { BackendError, CronSyntaxError, InvalidArgumentError, NotSupportedError } from '@duetime/core';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { connectNats, JetStreamScheduler, parseCron6 } from '../../src/jetstream-scheduler/index.js';
+import { connectNats } from '../../src/connection.js';
+import { JetStreamScheduler, parseCron6 } from '../../src/jetstream-scheduler/index.js';
 import { connectRequired, Harness, OLD_URL } from './helpers.js';
 
 describe('JetStream scheduler, bad input and unreachable servers', () => {
@@ -145,7 +146,7 @@ describe('JetStream scheduler, bad input and unreachable servers', () => {
   });
 
   it('names the server when it cannot be reached, and the URL when it is malformed', async () => {
-    const error = await connectNats('nats://127.0.0.1:1', { timeout: 1_000 }).then(
+    const error = await connectNats('nats://127.0.0.1:1', { connectTimeoutMs: 1_000 }).then(
       () => undefined,
       (e: unknown) => e,
     );
