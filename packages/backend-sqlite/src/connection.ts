@@ -168,7 +168,7 @@ export class SqliteConnection {
     }
     // The application's connection may have a busy timeout, which would block the event loop: lift it
     // for the attempt only.
-    const saved = this.writer.pragma('busy_timeout', { simple: true }) as number;
+    const saved = Number(this.writer.pragma('busy_timeout', { simple: true }));
     if (saved === 0) {
       this.#begin.run();
       return;
@@ -177,7 +177,7 @@ export class SqliteConnection {
     try {
       this.#begin.run();
     } finally {
-      this.writer.pragma(`busy_timeout = ${Number(saved)}`);
+      this.writer.pragma(`busy_timeout = ${saved}`);
     }
   }
 

@@ -2,6 +2,7 @@ import type { Clock, CursorBackend } from '@duetime/core';
 import type Database from 'better-sqlite3';
 import type { SqliteConnection } from './connection.js';
 import type { Tables } from './sql/tables.js';
+import { prepare } from './statements.js';
 
 /**
  * Calendar cursors in a table: `advance` keeps the maximum of an unexpired cursor in one statement (an
@@ -29,7 +30,7 @@ export class SqliteCursors implements CursorBackend {
 
   read(key: string): Promise<Date | undefined> {
     return this.#connection.read('read a cursor', (db) => {
-      this.#read ??= db.prepare(this.#readSql).pluck();
+      this.#read ??= prepare(db, this.#readSql).pluck();
       const at = this.#read.get(key, this.#clock.now()) as number | undefined;
       return at === undefined ? undefined : new Date(at);
     });
@@ -37,7 +38,7 @@ export class SqliteCursors implements CursorBackend {
 
   advance(key: string, at: Date, ttlMs: number): Promise<Date> {
     return this.#connection.write('advance a cursor', (db) => {
-      this.#advance ??= db.prepare(this.#advanceSql).pluck();
+      this.#advance ??= prepare(db, this.#advanceSql).pluck();
       const now = this.#clock.now();
       const stored = this.#advance.get({ key, at: at.getTime(), expiresAt: now + ttlMs, now }) as number;
       return new Date(stored);

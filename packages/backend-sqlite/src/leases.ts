@@ -2,6 +2,7 @@ import type { Clock, LeaseBackend, LeaseGrant, LeaseHolder } from '@duetime/core
 import type Database from 'better-sqlite3';
 import type { SqliteConnection } from './connection.js';
 import type { Tables } from './sql/tables.js';
+import { prepare } from './statements.js';
 
 type LeaseQuery = 'get' | 'upsert' | 'extend' | 'free';
 
@@ -40,7 +41,7 @@ export class SqliteLeases implements LeaseBackend {
   #statement(db: Database.Database, name: LeaseQuery): Database.Statement {
     let statement = this.#writeStatements.get(name);
     if (!statement) {
-      statement = db.prepare(this.#sql[name]);
+      statement = prepare(db, this.#sql[name]);
       this.#writeStatements.set(name, statement);
     }
     return statement;
@@ -91,7 +92,7 @@ export class SqliteLeases implements LeaseBackend {
 
   holder(key: string): Promise<LeaseHolder | undefined> {
     return this.#connection.read('read a lease', (db) => {
-      this.#readStatement ??= db.prepare(this.#sql.get);
+      this.#readStatement ??= prepare(db, this.#sql.get);
       const row = this.#readStatement.get(key) as LeaseRow | undefined;
       const now = this.#clock.now();
       return row && row.owner !== null && row.expires_at > now

@@ -3,6 +3,7 @@ import type Database from 'better-sqlite3';
 import type { SqliteConnection } from './connection.js';
 import { LATEST_SCHEMA_VERSION, MIGRATIONS } from './sql/migrations.js';
 import { APPLICATION_ID, FORMAT, META, type Tables } from './sql/tables.js';
+import { prepare } from './statements.js';
 
 /**
  * Makes the database ready: WAL mode for files duetime opens, then, inside one `BEGIN IMMEDIATE`
@@ -75,7 +76,7 @@ function migrate(db: Database.Database, t: Tables, source: 'filename' | 'databas
     insert.run(META.format, FORMAT);
     insert.run(META.schemaVersion, 0);
   }
-  const read = db.prepare(`SELECT value FROM ${t.meta} WHERE name = ?`).pluck();
+  const read = prepare(db, `SELECT value FROM ${t.meta} WHERE name = ?`).pluck();
   if (read.get(META.format) !== FORMAT)
     throw new CorruptDataError(
       `${file}: table ${t.meta} exists but is not duetime's (no format row); refusing to change it`,

@@ -28,9 +28,18 @@ export class Statements {
   #cached(id: string, sql: () => string): Database.Statement {
     let statement = this.#prepared.get(id);
     if (!statement) {
-      statement = this.#db.prepare(sql());
+      statement = prepare(this.#db, sql());
       this.#prepared.set(id, statement);
     }
     return statement;
   }
+}
+
+/**
+ * Prepares a statement that returns plain numbers, whatever `defaultSafeIntegers` the application set on
+ * its own connection (every integer duetime stores fits in a double).
+ */
+export function prepare(db: Database.Database, sql: string): Database.Statement {
+  const statement = db.prepare(sql);
+  return statement.reader ? statement.safeIntegers(false) : statement;
 }

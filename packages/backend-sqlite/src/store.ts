@@ -12,7 +12,7 @@ import type { SqliteConnection } from './connection.js';
 import { type EventRow, type ScheduleRow, toEvent, toSchedule } from './rows.js';
 import { prefixUpperBound } from './sql/prefix.js';
 import type { Tables } from './sql/tables.js';
-import { Statements } from './statements.js';
+import { prepare, Statements } from './statements.js';
 import { SqliteTransaction } from './transaction.js';
 import { ChangeWatcher } from './watch.js';
 
@@ -42,7 +42,7 @@ export class SqliteStoreDriver implements StoreDriver<Database.Database> {
     this.#onClose = onClose;
     // An in-memory database has no other connection whose commits could be missed.
     if (!connection.memory) {
-      const dataVersion = connection.writer.prepare('PRAGMA data_version').pluck();
+      const dataVersion = prepare(connection.writer, 'PRAGMA data_version').pluck();
       const scheduleVersion = this.#read.get('readVersion');
       this.#watcher = new ChangeWatcher(
         {

@@ -51,6 +51,21 @@ describe('tx.sql: the application’s tables in duetime’s transactions', () =>
     db.close();
   });
 
+  it('works on an application connection that returns BigInts by default, with its busy timeout intact', async () => {
+    const db = new Database(files.file('bigint'), { timeout: 1234 });
+    db.defaultSafeIntegers(true);
+    const backend = await createSqliteBackend({ database: db });
+    const at = new Date(Date.now() + HOUR);
+    await backend.store.transact((tx) => tx.schedule('big/1', at, expire('b')));
+    const schedule = await backend.store.loadSchedule('big/1');
+    expect(schedule).toMatchObject({ version: 1, attempts: 0 });
+    expect(schedule?.at.getTime()).toBe(at.getTime());
+    expect(await backend.leases.acquire('l', 'me', 1000)).toEqual({ token: 1 });
+    expect(db.pragma('busy_timeout', { simple: true })).toBe(1234n);
+    await backend.close();
+    db.close();
+  });
+
   it('runs nested better-sqlite3 transactions as savepoints inside duetime’s transaction', async () => {
     const backend = await createSqliteBackend({ filename: files.file('nested') });
     await backend.store.transact((tx) => {
