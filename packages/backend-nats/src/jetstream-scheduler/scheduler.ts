@@ -462,10 +462,31 @@ export class JetStreamScheduler {
    */
   async close(): Promise<void> {
     if (this.#closed) return;
+    await this.#stopWork();
+    if (this.#ownsConnection) await this.#nc.close();
+  }
+
+  async #stopWork(): Promise<void> {
     this.#closed = true;
     await Promise.allSettled([...this.#consumers].map((c) => c.stop()));
     await this.#pump?.stop();
-    if (this.#ownsConnection) await this.#nc.close();
+  }
+
+  /**
+   * Closes the scheduler and deletes its stream with every timer, cron definition and fired message in
+   * it. Meant for tests, probes and teardown; other processes using the prefix lose their schedules too.
+   */
+  async destroy(): Promise<void> {
+    await this.ensureStream();
+    const jsm = this.#jsm as JetStreamManager;
+    await this.#stopWork();
+    try {
+      await jsm.streams.delete(this.#stream);
+    } catch (error) {
+      if (!isNotFound(error)) throw toBackendError(`delete stream ${this.#stream}`, error);
+    } finally {
+      if (this.#ownsConnection) await this.#nc.close();
+    }
   }
 
   async #ready(): Promise<StreamSetup> {
