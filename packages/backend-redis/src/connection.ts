@@ -1,0 +1,144 @@
+import { BackendError, InvalidArgumentError, NotSupportedError } from '@duetime/core';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import { mapRedisError } from './errors.js';
+import type { RedisClient } from './scripts.js';
+
+/** A parsed, checked connection URL and how to show it without its password. */
+export interface RedisUrl {
+  url: string;
+  /** `redis://user@host:port/db`, never with the password. */
+  display: string;
+}
+
+/** Checks a `redis://` or `rediss://` URL early, so a typo is an InvalidArgumentError, not a hang. */
+export function parseRedisUrl(value: unknown, field = 'connection.url'): RedisUrl {
+  if (typeof value !== 'string' || value.length === 0)
+    throw new InvalidArgumentError(field, value, 'must be a redis:// or rediss:// URL string');
+  let parsed: URL;
+  try {
+    parsed = new URL(value);
+  } catch {
+    throw new InvalidArgumentError(
+      field,
+      redact(value),
+      'is not a URL (expected redis://[user:password@]host[:port][/db])',
+    );
+  }
+  const shown = redactUrl(parsed);
+  if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:')
+    throw new InvalidArgumentError(
+      field,
+      shown,
+      `has protocol ${parsed.protocol}; expected redis: or rediss:`,
+    );
+  if (parsed.hostname === '') throw new InvalidArgumentError(field, shown, 'has no host');
+  const db = parsed.pathname.replace(/^\//, '');
+  if (db !== '' && !/^\d+$/.test(db))
+    throw new InvalidArgumentError(field, shown, `has database ${JSON.stringify(db)}; expected a number`);
+  return { url: value, display: shown };
+}
+
+function redactUrl(url: URL): string {
+  const copy = new URL(url.href);
+  if (copy.password !== '') copy.password = '***';
+  return copy.href.replace(/\/$/, '');
+}
+
+/** Best-effort redaction of something that is not even a URL: hide whatever sits between `:` and `@`. */
+function redact(text: string): string {
+  return text.replace(/:[^:@/]*@/, ':***@');
+}
+
+/** `host:port` of a client the application passed in, for messages. */
+export function describeClient(client: RedisClient): string {
+  if (client instanceof Cluster) {
+    const nodes = client.nodes('all').map((n) => `${n.options.host}:${n.options.port}`);
+    return `cluster ${nodes.join(',') || '(no nodes yet)'}`;
+  }
+  const { host, port, path, db } = client.options;
+  return path ? `${path}${db ? `/${db}` : ''}` : `${host}:${port}${db ? `/${db}` : ''}`;
+}
+
+export interface ConnectOptions {
+  connectTimeout: number;
+  connectionName: string;
+  redisOptions?: RedisOptions;
+}
+
+/**
+ * Creates and connects a client from a URL, with settings that turn an unreachable server into an error
+ * instead of an endless wait: a connect timeout, commands that fail after one reconnection attempt instead
+ * of queueing forever, and reconnection in the background with capped backoff so a running component
+ * recovers once the server is back.
+ */
+export async function connectUrl(url: RedisUrl, options: ConnectOptions): Promise<Redis> {
+  const client = new Redis(url.url, {
+    lazyConnect: true,
+    connectTimeout: options.connectTimeout,
+    maxRetriesPerRequest: 1,
+    connectionName: options.connectionName,
+    retryStrategy: (times) => Math.min(2000, 50 * 2 ** Math.min(times, 6)) + Math.floor(Math.random() * 50),
+    ...options.redisOptions,
+  });
+  let lastError: Error | undefined;
+  const record = (error: Error) => {
+    lastError = error;
+  };
+  client.on('error', record);
+  try {
+    await client.connect();
+  } catch (error) {
+    client.disconnect();
+    const reason = lastError ?? error;
+    throw new BackendError(
+      'connect',
+      `could not connect to redis ${url.display}: ${reason instanceof Error ? reason.message : String(reason)}`,
+      { cause: reason, transient: !/WRONGPASS|NOAUTH|NOPERM/.test(String(reason)) },
+    );
+  } finally {
+    client.off('error', record);
+  }
+  return client;
+}
+
+/**
+ * The first commands on a client: checks the server answers within `timeoutMs`, speaks Redis 7 or later
+ * (script flags, effects replication of scripts that read the clock) and knows duetime's scripts.
+ */
+export async function checkServer(
+  client: RedisClient,
+  target: string,
+  timeoutMs: number,
+  load: () => Promise<void>,
+): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new BackendError('connect', `redis ${target} did not answer within ${timeoutMs} ms`, {
+            transient: true,
+          }),
+        ),
+      timeoutMs,
+    );
+  });
+  try {
+    await Promise.race([
+      (async () => {
+        const info = String(await client.info('server'));
+        const version = /redis_version:(\d+)\.(\d+)/.exec(info);
+        if (!version || Number(version[1]) < 7)
+          throw new NotSupportedError(
+            `redis ${target} runs version ${version ? `${version[1]}.${version[2]}` : 'unknown'}; duetime needs Redis 7 or later`,
+          );
+        await load();
+      })(),
+      timeout,
+    ]);
+  } catch (error) {
+    throw mapRedisError(error, 'connect', target);
+  } finally {
+    clearTimeout(timer);
+  }
+}

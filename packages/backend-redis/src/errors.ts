@@ -1,0 +1,50 @@
+import { BackendError, CorruptDataError, DuetimeError } from '@duetime/core';
+
+// Server replies that mean "try again later": loading a dataset, a busy script, a failover or resharding.
+const TRANSIENT_REPLY = /^(LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|READONLY|MOVED|ASK)\b/;
+// Refused logins and permissions: retrying the same call cannot help.
+const AUTH_REPLY = /^(NOAUTH|WRONGPASS|NOPERM)\b/;
+// Redis appends where a script raised an error; the key named before it is what matters.
+const SCRIPT_SUFFIX = / script: [0-9a-f]+, on @user_script:\d+\.?$/;
+
+/** Whether the error is a reply from the server (as opposed to a lost or refused connection). */
+function isReply(error: Error): boolean {
+  return error.name === 'ReplyError';
+}
+
+/**
+ * Turns what ioredis threw into a duetime error naming the operation and the server, never a password.
+ * `key` names the key the command targeted, for WRONGTYPE replies (a key of the wrong type under the
+ * prefix). Duetime errors pass through unchanged.
+ */
+export function mapRedisError(error: unknown, operation: string, target: string, key?: string): DuetimeError {
+  if (error instanceof DuetimeError) return error;
+  if (!(error instanceof Error))
+    return new BackendError(operation, `${String(error)} (redis ${target})`, { cause: error });
+  const message = error.message.replace(SCRIPT_SUFFIX, '');
+  if (isReply(error)) {
+    if (message.startsWith('DUETIME_CORRUPT '))
+      return new CorruptDataError(
+        `${operation}: ${message.slice('DUETIME_CORRUPT '.length)} (redis ${target}); duetime never overwrites it: remove or rename that key, or use another prefix`,
+        { cause: error },
+      );
+    if (message.startsWith('WRONGTYPE'))
+      return new CorruptDataError(
+        `${operation}: ${key ? `key ${key}` : 'a key under the prefix'} holds a value of the wrong type (redis ${target}); duetime never overwrites it: remove or rename that key, or use another prefix`,
+        { cause: error },
+      );
+    if (AUTH_REPLY.test(message))
+      return new BackendError(operation, `redis ${target} refused the login or the command: ${message}`, {
+        cause: error,
+      });
+    return new BackendError(operation, `redis ${target} replied: ${message}`, {
+      cause: error,
+      transient: TRANSIENT_REPLY.test(message),
+    });
+  }
+  // Anything else is the connection: refused, reset, closed, timed out, or out of retries.
+  return new BackendError(operation, `no answer from redis ${target}: ${message}`, {
+    cause: error,
+    transient: true,
+  });
+}

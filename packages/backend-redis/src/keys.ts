@@ -1,0 +1,89 @@
+import { InvalidArgumentError } from '@duetime/core';
+
+/** Longest store prefix, in characters. */
+export const MAX_PREFIX_LENGTH = 64;
+
+// Printable ASCII without spaces and without braces: braces would break the hash tag, and the prefix is also
+// part of connection names, where spaces are not allowed.
+const PREFIX = /^[\x21-\x7a\x7c\x7e]+$/;
+
+/** Validates a store prefix and returns it. */
+export function storePrefix(value: unknown, field = 'options.prefix'): string {
+  if (typeof value !== 'string') throw new InvalidArgumentError(field, value, 'must be a string');
+  if (value.length === 0 || value.length > MAX_PREFIX_LENGTH)
+    throw new InvalidArgumentError(field, value, `must be 1 to ${MAX_PREFIX_LENGTH} characters`);
+  if (!PREFIX.test(value))
+    throw new InvalidArgumentError(
+      field,
+      value,
+      'may hold printable ASCII characters only, without spaces, `{` or `}` (it becomes the hash tag `{prefix}`)',
+    );
+  return value;
+}
+
+/**
+ * The names of one store's keys. Every key starts with the hash tag `{prefix}`, so all of a store's keys
+ * live in one Redis Cluster slot and one Lua script may touch any of them.
+ */
+export class KeySpace {
+  readonly prefix: string;
+  /** `{prefix}:`, the start of every key. */
+  readonly base: string;
+  /** Hash: schedule key -> `version at dueAt attempts message-JSON`. */
+  readonly schedules: string;
+  /** Sorted set of schedule keys scored by `dueAt` (what the dispatcher fetches). */
+  readonly due: string;
+  /** Sorted set of schedule keys scored by `at` (listing order). */
+  readonly at: string;
+  /** Sorted set of schedule keys, every score 0, for literal prefix ranges (ZRANGEBYLEX). */
+  readonly index: string;
+  /** The store-wide version counter (INCR). */
+  readonly version: string;
+  /** The store-wide fencing-token counter for leases (INCR). */
+  readonly leaseToken: string;
+  /** Pub/sub channel announcing commits that put schedules. */
+  readonly channel: string;
+  /** Prefix of the claim keys, `claim:<schedule key>`. */
+  readonly claimBase: string;
+
+  constructor(prefix: string) {
+    this.prefix = prefix;
+    this.base = `{${prefix}}:`;
+    this.schedules = `${this.base}schedules`;
+    this.due = `${this.base}due`;
+    this.at = `${this.base}at`;
+    this.index = `${this.base}index`;
+    this.version = `${this.base}version`;
+    this.leaseToken = `${this.base}lease-token`;
+    this.channel = `${this.base}changes`;
+    this.claimBase = `${this.base}claim:`;
+  }
+
+  /** List of an aggregate's events, as JSON, in sequence order. */
+  events(aggregateId: string): string {
+    return `${this.base}events:${aggregateId}`;
+  }
+
+  /** A delivery's claim on a schedule (`SET NX PX`). */
+  claim(key: string): string {
+    return `${this.claimBase}${key}`;
+  }
+
+  lease(key: string): string {
+    return `${this.base}lease:${key}`;
+  }
+
+  cursor(key: string): string {
+    return `${this.base}cursor:${key}`;
+  }
+
+  /** Marks a commit as applied, so a retry of the same commit is recognised. */
+  marker(commitId: string): string {
+    return `${this.base}tx:${commitId}`;
+  }
+
+  /** Glob pattern matching every key of this store (for tools and tests; `*`, `?`, `[` and `\` escaped). */
+  get pattern(): string {
+    return `${this.base.replace(/[*?[\]\\]/g, (c) => `\\${c}`)}*`;
+  }
+}

@@ -1,0 +1,47 @@
+import type { Cluster, Redis } from 'ioredis';
+import { type LuaScriptName, luaScripts } from './lua/scripts.generated.js';
+
+/** The ioredis client duetime talks through: a single server or a cluster. */
+export type RedisClient = Redis | Cluster;
+
+type Arg = string | number;
+
+function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('NOSCRIPT');
+}
+
+/**
+ * Runs the embedded Lua commands by SHA (EVALSHA). A server that does not know a script (restarted, or
+ * `SCRIPT FLUSH`) answers NOSCRIPT; the script is then sent whole once (EVAL, which also caches it again).
+ * NOSCRIPT means nothing ran, so the fallback never applies a script twice.
+ */
+export class ScriptRunner {
+  readonly #client: RedisClient;
+
+  constructor(client: RedisClient) {
+    this.#client = client;
+  }
+
+  get client(): RedisClient {
+    return this.#client;
+  }
+
+  /** Loads every script once (SCRIPT LOAD) and checks the server computes the same SHAs. */
+  async load(): Promise<void> {
+    for (const [name, script] of Object.entries(luaScripts)) {
+      const sha = (await this.#client.script('LOAD', script.source)) as unknown;
+      if (sha !== script.sha)
+        throw new Error(`the server loaded script ${name} as ${String(sha)}, expected ${script.sha}`);
+    }
+  }
+
+  async run(name: LuaScriptName, keys: readonly string[], args: readonly Arg[]): Promise<unknown> {
+    const script = luaScripts[name];
+    try {
+      return await this.#client.evalsha(script.sha, keys.length, ...keys, ...args);
+    } catch (error) {
+      if (!isNoScript(error)) throw error;
+      return await this.#client.eval(script.source, keys.length, ...keys, ...args);
+    }
+  }
+}
