@@ -64,5 +64,5 @@ export function civilFromDays(days: number, out: CivilDate): CivilDate {
 /** Weekday (0 = Sunday) of `days` since 1970-01-01, which was a Thursday. */
 export function weekdayOfDays(days: number): number {
   const w = (days + 4) % 7;
-  return w < 0 ? w + 7 : w;
+  return w < 0 ? w + 7 : w + 0; // + 0 turns -0 into 0
 }

@@ -180,13 +180,9 @@ function checkReachable(dom: FieldSet, months: FieldSet, text: string, expressio
     monthList.length === 1
       ? monthList[0]
       : `${monthList.slice(0, -1).join(', ')} or ${monthList[monthList.length - 1]}`;
-  const days = dom.values.length === 1 ? `day ${smallest}` : `days ${dom.values.join(',')}`;
-  throw new CronSyntaxError(
-    'dayOfMonth',
-    text,
-    `never matches: ${days} never occurs in ${shown}`,
-    expression,
-  );
+  const days =
+    dom.values.length === 1 ? `day ${smallest} never occurs` : `days ${dom.values.join(',')} never occur`;
+  throw new CronSyntaxError('dayOfMonth', text, `never matches: ${days} in ${shown}`, expression);
 }
 
 function parseField(rule: FieldRule, text: string, expression: string): FieldSet {
@@ -220,7 +216,8 @@ function parseField(rule: FieldRule, text: string, expression: string): FieldSet
       hi = rule.name === 'dayOfWeek' ? 6 : rule.max;
     } else {
       const dash = base.indexOf('-');
-      if (dash >= 0) {
+      if (dash === 0) fail(`"${base}" is not a number (values are never negative)`);
+      if (dash > 0) {
         lo = parseValue(rule, base.slice(0, dash), item, fail);
         const endText = base.slice(dash + 1);
         hi = parseValue(rule, endText, item, fail);

@@ -77,6 +77,21 @@ export function instantOf(field: string, value: unknown): number {
   return ms;
 }
 
+/** Something that steps through instants in epoch milliseconds (NaN: no more). */
+export interface MsStepper {
+  nextMs(afterMs: number): number;
+}
+
+/** Lazily yields the occurrences in `[startMs, endMs)`; the arguments were validated by the caller. */
+export function* occurrencesOf(spec: MsStepper, startMs: number, endMs: number): Generator<Date> {
+  let at = startMs - 1;
+  for (;;) {
+    at = spec.nextMs(at);
+    if (Number.isNaN(at) || at >= endMs) return;
+    yield new Date(at);
+  }
+}
+
 /**
  * A cron expression in a zone. Immutable (its scratch state is private and never observable).
  *
@@ -188,14 +203,10 @@ export class CronSpec implements Spec {
     }
   }
 
-  *occurrences(from: Date, to: Date): Iterable<Date> {
-    let at = instantOf('from', from) - 1;
+  occurrences(from: Date, to: Date): Iterable<Date> {
+    const start = instantOf('from', from);
     const end = instantOf('to', to);
-    for (;;) {
-      at = this.nextMs(at);
-      if (Number.isNaN(at) || at >= end) return;
-      yield new Date(at);
-    }
+    return occurrencesOf(this, start, end);
   }
 
   toString(): string {

@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../errors.js';
-import { instantOf, MAX_INSTANT_MS, MIN_INSTANT_MS } from './cron-spec.js';
+import { instantOf, MAX_INSTANT_MS, MIN_INSTANT_MS, occurrencesOf } from './cron-spec.js';
 import type { Spec, SpecDescription } from './spec.js';
 
 /** Longest interval accepted: 100 years of milliseconds. */
@@ -109,13 +109,10 @@ export class IntervalSpec implements Spec {
     return at >= MIN_INSTANT_MS ? at : Number.NaN;
   }
 
-  *occurrences(from: Date, to: Date): Iterable<Date> {
+  occurrences(from: Date, to: Date): Iterable<Date> {
+    const start = instantOf('from', from);
     const end = instantOf('to', to);
-    let at = this.nextMs(instantOf('from', from) - 1);
-    while (!Number.isNaN(at) && at < end) {
-      yield new Date(at);
-      at = this.nextMs(at);
-    }
+    return occurrencesOf(this, start, end);
   }
 
   toString(): string {

@@ -16,13 +16,36 @@ export interface WindowScan {
   from: number;
   /** Offset (ms) at each minute `from + i * MINUTE`. */
   offsets: number[];
+  /** Wall-clock time (local ms) at each minute. */
+  locals: number[];
+  /** For each minute: the first and the last minute of the window showing the same wall-clock time. */
+  firstTwin: number[];
+  lastTwin: number[];
 }
 
 export function scanWindow(zone: string, from: number, to: number): WindowScan {
   const luxonZone = IANAZone.create(zone);
   const offsets: number[] = [];
-  for (let t = from; t < to; t += MINUTE) offsets.push(Math.round(luxonZone.offset(t) * 60) * 1000);
-  return { zone, from, offsets };
+  const locals: number[] = [];
+  for (let t = from; t < to; t += MINUTE) {
+    const offset = Math.round(luxonZone.offset(t) * 60) * 1000;
+    offsets.push(offset);
+    locals.push(t + offset);
+  }
+  const first = new Map<number, number>();
+  const last = new Map<number, number>();
+  locals.forEach((local, i) => {
+    if (!first.has(local)) first.set(local, i);
+    last.set(local, i);
+  });
+  return {
+    zone,
+    from,
+    offsets,
+    locals,
+    firstTwin: locals.map((l) => first.get(l) as number),
+    lastTwin: locals.map((l) => last.get(l) as number),
+  };
 }
 
 function matchesWallClock(fields: CronFields, localMs: number): boolean {
@@ -37,41 +60,35 @@ function matchesWallClock(fields: CronFields, localMs: number): boolean {
   return fields.dayRule === 'or' ? dom || dow : dom && dow;
 }
 
-/** Every occurrence inside the scanned window under `policy`, ascending. */
-export function referenceOccurrences(scan: WindowScan, fields: CronFields, policy: DstPolicy): number[] {
-  const n = scan.offsets.length;
+/** The reference of one expression in a scanned window: its occurrences under a policy, ascending. */
+export function reference(scan: WindowScan, fields: CronFields): (policy: DstPolicy) => number[] {
+  const n = scan.locals.length;
   const at = (i: number) => scan.from + i * MINUTE;
-  const local = (i: number) => at(i) + (scan.offsets[i] as number);
-  const result = new Set<number>();
-  // Wall-clock times lived through more than once in the window, by the order they were lived.
-  const seenAt = new Map<number, number[]>();
-  for (let i = 0; i < n; i++) {
-    const list = seenAt.get(local(i)) ?? [];
-    list.push(i);
-    seenAt.set(local(i), list);
-  }
-  for (let i = 0; i < n; i++) {
-    if (!matchesWallClock(fields, local(i))) continue;
-    const lived = seenAt.get(local(i)) as number[];
-    if (policy.overlap === 'first' && lived[0] !== i) continue;
-    if (policy.overlap === 'last' && lived[lived.length - 1] !== i) continue;
-    result.add(at(i));
-  }
-  if (policy.gap === 'shift') {
-    for (let i = 1; i < n; i++) {
-      const before = scan.offsets[i - 1] as number;
-      const after = scan.offsets[i] as number;
-      if (after <= before) continue;
-      // The wall clock jumped from local(i - 1) + 1 minute to local(i): the minutes between never happen.
-      for (let m = local(i - 1) + MINUTE; m < local(i); m += MINUTE) {
-        if (matchesWallClock(fields, m)) {
-          result.add(at(i));
-          break;
-        }
+  const matching: number[] = [];
+  for (let i = 0; i < n; i++) if (matchesWallClock(fields, scan.locals[i] as number)) matching.push(i);
+  // Instants where a gap ends, when the gap swallowed a matching wall-clock time.
+  const shifted: number[] = [];
+  for (let i = 1; i < n; i++) {
+    if ((scan.offsets[i] as number) <= (scan.offsets[i - 1] as number)) continue;
+    // The wall clock jumped from locals[i - 1] + 1 minute to locals[i]: the minutes between never happen.
+    for (let m = (scan.locals[i - 1] as number) + MINUTE; m < (scan.locals[i] as number); m += MINUTE) {
+      if (matchesWallClock(fields, m)) {
+        shifted.push(i);
+        break;
       }
     }
   }
-  return [...result].sort((a, b) => a - b);
+  return (policy) => {
+    const result = new Set<number>();
+    for (const i of matching) {
+      // A wall-clock time lived more than once: `first` keeps its first instant, `last` its last.
+      if (policy.overlap === 'first' && scan.firstTwin[i] !== i) continue;
+      if (policy.overlap === 'last' && scan.lastTwin[i] !== i) continue;
+      result.add(at(i));
+    }
+    if (policy.gap === 'shift') for (const i of shifted) result.add(at(i));
+    return [...result].sort((a, b) => a - b);
+  };
 }
 
 /** The instants in `[from, to)` where the offset changes, read from luxon hour by hour and then to the minute. */
