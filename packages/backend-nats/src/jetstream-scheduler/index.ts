@@ -8,13 +8,13 @@ export type {
   FiredInfo,
 } from './consume.js';
 export { parseCron6 } from './cron.js';
-export {
-  JetStreamScheduler,
-  type JetStreamSchedulerOptions,
-  type ScheduledCron,
-  type ScheduledTimer,
-  type SchedulerInfo,
-} from './scheduler.js';
+export type {
+  JetStreamSchedulerOptions,
+  ScheduledCron,
+  ScheduledTimer,
+  SchedulerInfo,
+} from './options.js';
+export { JetStreamScheduler } from './scheduler.js';
 export type { RequestedMode, ScheduleMode } from './stream.js';
 export { decodeToken, encodeToken } from './subjects.js';
 export { isTerminal, Terminal, TerminalError } from './terminal.js';

@@ -61,6 +61,11 @@ export class PumpLease {
     return this.#leader && this.#o.clock.now() < this.#validUntil;
   }
 
+  /** Whether this process won the lease and has not lost it (its last renewal may be overdue). */
+  get holding(): boolean {
+    return this.#leader;
+  }
+
   start(): void {
     this.#loop ??= this.#run();
   }

@@ -49,11 +49,14 @@ const IDLE_MS = 1_000;
  * always fired, however late, so it is never lost.
  */
 export class EmulatedPump {
+  readonly #o: PumpOptions;
   readonly #lease: PumpLease;
   #run: PumpRun | undefined;
   #fired = 0;
+  #stopped = false;
 
   constructor(options: PumpOptions) {
+    this.#o = options;
     this.#lease = new PumpLease({
       connection: options.connection,
       stream: options.stream,
@@ -64,15 +67,11 @@ export class EmulatedPump {
       logger: options.logger,
       events: {
         acquired: () => {
+          if (this.#run) return;
           options.logger.info('jetstream scheduler: this process now runs the pump', {
             owner: options.owner,
           });
-          this.#run = new PumpRun(
-            options,
-            () => this.#lease.isLeader,
-            () => this.#fired++,
-          );
-          this.#run.start();
+          this.#startRun();
         },
         lost: () => {
           options.logger.info('jetstream scheduler: this process no longer runs the pump', {
@@ -83,6 +82,30 @@ export class EmulatedPump {
         },
       },
     });
+  }
+
+  /** Starts a term of pumping; a term that breaks (its view of the definitions lost) is replaced. */
+  #startRun(): void {
+    const run: PumpRun = new PumpRun(
+      this.#o,
+      () => this.#lease.isLeader,
+      () => this.#fired++,
+      () => {
+        if (this.#run !== run) return;
+        this.#run = undefined;
+        void run.stop().then(() => {
+          // Retry while this process holds the lease; a lost lease starts the next term on acquisition.
+          const retry = () => {
+            if (this.#stopped || this.#run || !this.#lease.holding) return;
+            if (this.#lease.isLeader) this.#startRun();
+            else this.#o.clock.setTimer(RETRY_MS, retry);
+          };
+          this.#o.clock.setTimer(RETRY_MS, retry);
+        });
+      },
+    );
+    this.#run = run;
+    run.start();
   }
 
   /** Whether this process currently runs the pump. */
@@ -100,6 +123,7 @@ export class EmulatedPump {
   }
 
   async stop(): Promise<void> {
+    this.#stopped = true;
     const run = this.#run;
     this.#run = undefined;
     await run?.stop();
@@ -112,6 +136,7 @@ class PumpRun {
   readonly #o: PumpOptions;
   readonly #isLeader: () => boolean;
   readonly #onFired: () => void;
+  readonly #onBroken: () => void;
   readonly #js: JetStreamClient;
   #jsm: JetStreamManager | undefined;
   readonly #heap = new DueHeap();
@@ -120,16 +145,19 @@ class PumpRun {
   #wake: (() => void) | undefined;
   #loop: Promise<void> | undefined;
 
-  constructor(options: PumpOptions, isLeader: () => boolean, onFired: () => void) {
+  constructor(options: PumpOptions, isLeader: () => boolean, onFired: () => void, onBroken: () => void) {
     this.#o = options;
     this.#isLeader = isLeader;
     this.#onFired = onFired;
+    this.#onBroken = onBroken;
     this.#js = jetstream(options.connection);
   }
 
   start(): void {
     this.#loop = this.#main().catch((error) => {
-      this.#o.logger.error('jetstream scheduler: pump stopped on an error', { error });
+      if (this.#abort.signal.aborted) return;
+      this.#o.logger.warn('jetstream scheduler: pump term failed; starting a new one', { error });
+      this.#onBroken();
     });
   }
 
@@ -175,10 +203,14 @@ class PumpRun {
     });
     void (async () => {
       for await (const m of messages) this.#track(m, kind);
-    })().catch((error) => {
-      if (!this.#abort.signal.aborted)
-        this.#o.logger.warn('jetstream scheduler: pump lost its view of definitions', { error });
-    });
+    })()
+      .catch((error) => {
+        if (!this.#abort.signal.aborted)
+          this.#o.logger.warn('jetstream scheduler: pump lost its view of definitions', { error });
+      })
+      .finally(() => {
+        if (!this.#abort.signal.aborted) this.#onBroken();
+      });
   }
 
   #track(m: JsMsg, kind: DueEntry['kind']): void {

@@ -2,16 +2,11 @@ import { randomBytes } from 'node:crypto';
 import {
   assertJson,
   BackendError,
-  type Clock,
   ClosedError,
   CronSyntaxError,
   duration,
   InvalidArgumentError,
-  type Logger,
   MAX_MESSAGE_BYTES,
-  positiveInteger,
-  silentLogger,
-  systemClock,
   validDate,
 } from '@duetime/core';
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
@@ -34,76 +29,17 @@ import {
 import { parseCron6 } from './cron.js';
 import { apiCode, isNotFound, JS_SCHEDULE_PATTERN_INVALID, toBackendError } from './errors.js';
 import { H } from './headers.js';
-import { EmulatedPump } from './pump.js';
-import { ensureSchedulerStream, type RequestedMode, type StreamSetup } from './stream.js';
 import {
-  defaultStreamName,
-  SubjectLayout,
-  tokenFor,
-  validDurable,
-  validPrefix,
-  validStreamName,
-} from './subjects.js';
-
-/** Options of {@link JetStreamScheduler}. */
-export interface JetStreamSchedulerOptions {
-  /** Subject prefix: dot-separated tokens of letters, digits, `-`, `_` (default `duetime`). */
-  prefix?: string;
-  /** Stream name (default: the prefix with `.` as `_`, then `_sched`). */
-  stream?: string;
-  /**
-   * `auto` (default): native on a server >= 2.12 whose stream keeps `allow_msg_schedules`, emulated
-   * otherwise. `native` fails where the server cannot; `emulated` forces the pump (on a new stream only).
-   */
-  mode?: RequestedMode;
-  /** Stream dedup window for new streams (default 120 000 ms); `atId` and the pump rely on it. */
-  duplicateWindow?: number;
-  /** Stream replicas for new streams (default 1). */
-  replicas?: number;
-  /** Stream storage for new streams (default `file`). */
-  storage?: 'file' | 'memory';
-  /** Whether this process may run the emulated pump (default true). Ignored in native mode. */
-  pump?: boolean;
-  /** Pump lease time-to-live (default 10 000 ms): how long a crashed pump's successor waits. */
-  leaseTtl?: number;
-  /** A cron tick the pump reaches later than this is skipped (default 5 000 ms, below half the dedup window). */
-  missedTickGrace?: number;
-  /** Definitions the pump fires at once (default 64). */
-  pumpConcurrency?: number;
-  clock?: Clock;
-  logger?: Logger;
-}
-
-/** A one-shot timer as stored. */
-export interface ScheduledTimer {
-  key: string;
-  /** `<key token>.<timer id>`: also the fired message's id (`once:<this>`). */
-  timer: string;
-  due: Date;
-  /** The definition's subject. */
-  subject: string;
-  /** The definition's stream sequence (for `atId` duplicates: the original's). */
-  sequence: number;
-  /** True when `atId` was a republish inside the dedup window and the stream dropped it. */
-  duplicate: boolean;
-}
-
-/** A cron definition as stored. */
-export interface ScheduledCron {
-  name: string;
-  key: string;
-  expression: string;
-  /** The next tick after now (UTC). */
-  next: Date;
-  subject: string;
-  sequence: number;
-}
-
-/** What `ensureStream()` settled on. */
-export interface SchedulerInfo extends StreamSetup {
-  stream: string;
-  prefix: string;
-}
+  type JetStreamSchedulerOptions,
+  type ResolvedOptions,
+  resolveOptions,
+  type ScheduledCron,
+  type ScheduledTimer,
+  type SchedulerInfo,
+} from './options.js';
+import { EmulatedPump } from './pump.js';
+import { ensureSchedulerStream, type StreamSetup } from './stream.js';
+import { SubjectLayout, tokenFor, validDurable } from './subjects.js';
 
 /**
  * Timers and cron schedules that live in one JetStream stream and fire messages to per-key subjects.
@@ -119,18 +55,8 @@ export interface SchedulerInfo extends StreamSetup {
  */
 export class JetStreamScheduler {
   readonly #nc: NatsConnection;
+  readonly #o: ResolvedOptions;
   readonly #layout: SubjectLayout;
-  readonly #stream: string;
-  readonly #requested: RequestedMode;
-  readonly #duplicateWindow: number;
-  readonly #replicas: number;
-  readonly #storage: 'file' | 'memory';
-  readonly #runPump: boolean;
-  readonly #leaseTtl: number;
-  readonly #grace: number | undefined;
-  readonly #pumpConcurrency: number;
-  readonly #clock: Clock;
-  readonly #logger: Logger;
   readonly #js: JetStreamClient;
   #jsm: JetStreamManager | undefined;
   #setup: Promise<StreamSetup> | undefined;
@@ -171,43 +97,15 @@ export class JetStreamScheduler {
 
   constructor(connection: NatsConnection, options: JetStreamSchedulerOptions = {}) {
     checkConnection(connection);
-    const prefix = validPrefix(options.prefix ?? 'duetime');
     this.#nc = connection;
-    this.#layout = new SubjectLayout(prefix);
-    this.#stream = validStreamName(options.stream ?? defaultStreamName(prefix));
-    const mode = options.mode ?? 'auto';
-    if (mode !== 'auto' && mode !== 'native' && mode !== 'emulated')
-      throw new InvalidArgumentError('options.mode', mode, 'must be "auto", "native" or "emulated"');
-    this.#requested = mode;
-    this.#duplicateWindow = duration('options.duplicateWindow', options.duplicateWindow ?? 120_000);
-    if (this.#duplicateWindow < 1_000)
-      throw new InvalidArgumentError(
-        'options.duplicateWindow',
-        this.#duplicateWindow,
-        'must be at least 1000 ms',
-      );
-    this.#replicas = positiveInteger('options.replicas', options.replicas ?? 1);
-    const storage = options.storage ?? 'file';
-    if (storage !== 'file' && storage !== 'memory')
-      throw new InvalidArgumentError('options.storage', storage, 'must be "file" or "memory"');
-    this.#storage = storage;
-    this.#runPump = options.pump ?? true;
-    this.#leaseTtl = duration('options.leaseTtl', options.leaseTtl ?? 10_000);
-    if (this.#leaseTtl < 300)
-      throw new InvalidArgumentError('options.leaseTtl', this.#leaseTtl, 'must be at least 300 ms');
-    this.#grace =
-      options.missedTickGrace === undefined
-        ? undefined
-        : duration('options.missedTickGrace', options.missedTickGrace, { allowZero: true });
-    this.#pumpConcurrency = positiveInteger('options.pumpConcurrency', options.pumpConcurrency ?? 64);
-    this.#clock = options.clock ?? systemClock;
-    this.#logger = options.logger ?? silentLogger;
+    this.#o = resolveOptions(options);
+    this.#layout = new SubjectLayout(this.#o.prefix);
     this.#js = jetstream(connection);
   }
 
   /** The stream's name. */
   get stream(): string {
-    return this.#stream;
+    return this.#o.stream;
   }
 
   /** Whether this process currently runs the emulated pump (always false in native mode). */
@@ -233,7 +131,7 @@ export class JetStreamScheduler {
     this.#setup ??= this.#ensure();
     const setup = this.#setup;
     try {
-      return { ...(await setup), stream: this.#stream, prefix: this.#layout.prefix };
+      return { ...(await setup), stream: this.#o.stream, prefix: this.#layout.prefix };
     } catch (error) {
       if (this.#setup === setup) this.#setup = undefined; // let a later call retry
       throw error;
@@ -253,16 +151,16 @@ export class JetStreamScheduler {
     const setup = await ensureSchedulerStream(
       this.#jsm,
       {
-        name: this.#stream,
+        name: this.#o.stream,
         layout: this.#layout,
-        duplicateWindowMs: this.#duplicateWindow,
-        replicas: this.#replicas,
-        storage: this.#storage,
+        duplicateWindowMs: this.#o.duplicateWindow,
+        replicas: this.#o.replicas,
+        storage: this.#o.storage,
       },
-      this.#requested,
+      this.#o.mode,
       version,
     );
-    const grace = this.#grace ?? Math.min(5_000, Math.floor(setup.duplicateWindowMs / 2));
+    const grace = this.#o.missedTickGrace ?? Math.min(5_000, Math.floor(setup.duplicateWindowMs / 2));
     if (grace >= setup.duplicateWindowMs)
       throw new InvalidArgumentError(
         'options.missedTickGrace',
@@ -270,18 +168,18 @@ export class JetStreamScheduler {
         `must be below the stream's dedup window (${setup.duplicateWindowMs} ms)`,
       );
     const kinds = { once: setup.mode === 'emulated', cron: setup.cronMode === 'emulated' };
-    if (this.#runPump && (kinds.once || kinds.cron) && !this.#closed) {
+    if (this.#o.pump && (kinds.once || kinds.cron) && !this.#closed) {
       this.#pump = new EmulatedPump({
         connection: this.#nc,
-        stream: this.#stream,
+        stream: this.#o.stream,
         layout: this.#layout,
         kinds,
         owner: `${this.#nc.info?.client_id ?? 'c'}-${randomBytes(6).toString('hex')}`,
-        leaseTtlMs: this.#leaseTtl,
+        leaseTtlMs: this.#o.leaseTtl,
         missedTickGraceMs: grace,
-        concurrency: this.#pumpConcurrency,
-        clock: this.#clock,
-        logger: this.#logger,
+        concurrency: this.#o.pumpConcurrency,
+        clock: this.#o.clock,
+        logger: this.#o.logger,
       });
       this.#pump.start();
     }
@@ -294,7 +192,7 @@ export class JetStreamScheduler {
    */
   async after(key: string, ms: number, payload?: unknown): Promise<ScheduledTimer> {
     const delay = duration('ms', ms, { allowZero: true });
-    return this.#once(key, this.#clock.now() + delay, payload, undefined);
+    return this.#once(key, this.#o.clock.now() + delay, payload, undefined);
   }
 
   /**
@@ -357,7 +255,7 @@ export class JetStreamScheduler {
     const body = encodePayload(payload);
     const setup = await this.#ready();
     const expression = expr6.trim().split(/\s+/).join(' ');
-    const next = spec.next(new Date(this.#clock.now()));
+    const next = spec.next(new Date(this.#o.clock.now()));
     if (!next) throw new CronSyntaxError('expression', expr6, 'has no future tick', expr6);
     const subject = this.#layout.cron(nameToken);
     const target = this.#layout.fire(keyToken);
@@ -415,9 +313,9 @@ export class JetStreamScheduler {
       {
         js: this.#js,
         jsm: this.#jsm as JetStreamManager,
-        stream: this.#stream,
+        stream: this.#o.stream,
         layout: this.#layout,
-        logger: this.#logger,
+        logger: this.#o.logger,
       },
       durable,
       maxDeliver,
@@ -441,18 +339,21 @@ export class JetStreamScheduler {
     const jsm = this.#jsm as JetStreamManager;
     let floor: number;
     try {
-      floor = (await jsm.consumers.info(this.#stream, durable)).ack_floor.stream_seq;
+      floor = (await jsm.consumers.info(this.#o.stream, durable)).ack_floor.stream_seq;
     } catch (error) {
       if (isNotFound(error))
-        throw new InvalidArgumentError('durable', durable, `no such consumer on stream ${this.#stream}`);
+        throw new InvalidArgumentError('durable', durable, `no such consumer on stream ${this.#o.stream}`);
       throw toBackendError(`read consumer ${durable}`, error);
     }
     if (floor <= 0) return 0;
     try {
-      const result = await jsm.streams.purge(this.#stream, { filter: this.#layout.fireAll, seq: floor + 1 });
+      const result = await jsm.streams.purge(this.#o.stream, {
+        filter: this.#layout.fireAll,
+        seq: floor + 1,
+      });
       return result.purged;
     } catch (error) {
-      throw toBackendError(`purge fired messages of stream ${this.#stream}`, error);
+      throw toBackendError(`purge fired messages of stream ${this.#o.stream}`, error);
     }
   }
 
@@ -481,9 +382,9 @@ export class JetStreamScheduler {
     const jsm = this.#jsm as JetStreamManager;
     await this.#stopWork();
     try {
-      await jsm.streams.delete(this.#stream);
+      await jsm.streams.delete(this.#o.stream);
     } catch (error) {
-      if (!isNotFound(error)) throw toBackendError(`delete stream ${this.#stream}`, error);
+      if (!isNotFound(error)) throw toBackendError(`delete stream ${this.#o.stream}`, error);
     } finally {
       if (this.#ownsConnection) await this.#nc.close();
     }
@@ -520,7 +421,7 @@ export class JetStreamScheduler {
   async #purge(filter: string): Promise<number> {
     await this.#ready();
     try {
-      return (await (this.#jsm as JetStreamManager).streams.purge(this.#stream, { filter })).purged;
+      return (await (this.#jsm as JetStreamManager).streams.purge(this.#o.stream, { filter })).purged;
     } catch (error) {
       throw toBackendError(`purge ${filter}`, error);
     }

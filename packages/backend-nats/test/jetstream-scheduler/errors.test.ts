@@ -3,7 +3,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connectNats } from '../../src/connection.js';
 import { JetStreamScheduler, parseCron6 } from '../../src/jetstream-scheduler/index.js';
-import { connectRequired, Harness, OLD_URL } from './helpers.js';
+import { connectRequired, Harness, NEW_URL, newServer, OLD_URL, reportNotRun } from './helpers.js';
 
 describe('JetStream scheduler, bad input and unreachable servers', () => {
   let nc: NatsConnection;
@@ -175,5 +175,49 @@ describe('JetStream scheduler, bad input and unreachable servers', () => {
     );
     expect(error).toBeInstanceOf(BackendError);
     expect((error as BackendError).message).toMatch(/closed/);
+  });
+});
+
+const absent = !newServer.available;
+if (absent) reportNotRun('JetStream scheduler, mode checks on NATS >= 2.12', newServer.reason);
+
+describe.skipIf(absent)('JetStream scheduler, the stream decides the mode (NATS >= 2.12)', () => {
+  let nc: NatsConnection;
+  let harness: Harness;
+
+  beforeAll(async () => {
+    nc = await connectRequired(NEW_URL);
+    harness = new Harness(nc);
+  });
+  afterEach(async () => {
+    await harness.cleanup();
+  });
+  afterAll(async () => {
+    await nc?.close();
+  });
+
+  it('keeps an emulated stream emulated for auto, and refuses native on it', async () => {
+    const first = harness.scheduler({ mode: 'emulated', pump: false });
+    const { prefix } = await first.ensureStream();
+    const auto = harness.scheduler({ prefix, pump: false });
+    expect((await auto.ensureStream()).mode).toBe('emulated');
+    const native = harness.scheduler({ prefix, mode: 'native', pump: false });
+    await expect(native.ensureStream()).rejects.toMatchObject({
+      code: 'DUETIME_INVALID_ARGUMENT',
+      field: 'options.mode',
+      value: 'native',
+    });
+  });
+
+  it('refuses to force emulated mode on a native stream', async () => {
+    const first = harness.scheduler({ pump: false });
+    const info = await first.ensureStream();
+    expect(info).toMatchObject({ mode: 'native', cronMode: 'native' });
+    const emulated = harness.scheduler({ prefix: info.prefix, mode: 'emulated' });
+    await expect(emulated.ensureStream()).rejects.toMatchObject({
+      code: 'DUETIME_INVALID_ARGUMENT',
+      field: 'options.mode',
+      value: 'emulated',
+    });
   });
 });
