@@ -7,7 +7,7 @@ import { type ConnectionTarget, isConnectionError, toDuetimeError } from './erro
  * BigInt or `timestamptz` to strings): duetime reads numbers as numbers, instants as epoch milliseconds
  * computed in SQL, and JSON as text it parses itself.
  */
-const RAW_TYPES = {
+export const RAW_TYPES = {
   getTypeParser(oid: number): (value: string) => unknown {
     switch (oid) {
       case 20: // int8
@@ -109,25 +109,14 @@ export class Connection {
   /**
    * Checks a client out of the pool for a transaction, with an error listener attached while it is out
    * (pg emits `error` on a checked-out client whose socket dies; unheard, that would crash the process).
-   * Retries a connection that fails before any work was done on it.
+   * Retries a few times when no connection can be made. Sends nothing: the transaction sends BEGIN.
    */
   async checkout(operation: string): Promise<CheckedOutClient> {
     for (let attempt = 0; ; attempt++) {
       this.check();
-      let client: pg.PoolClient;
       try {
-        client = await this.pool.connect();
+        return new CheckedOutClient(await this.pool.connect(), this.logger);
       } catch (error) {
-        if (attempt >= 2 || !isConnectionError(error) || this.#closed) throw this.error(error, operation);
-        await sleep(systemClock, 50 * 4 ** attempt);
-        continue;
-      }
-      const checkedOut = new CheckedOutClient(client, this.logger);
-      try {
-        await client.query('BEGIN');
-        return checkedOut;
-      } catch (error) {
-        checkedOut.release(true);
         if (attempt >= 2 || !isConnectionError(error) || this.#closed) throw this.error(error, operation);
         await sleep(systemClock, 50 * 4 ** attempt);
       }
@@ -138,6 +127,7 @@ export class Connection {
   async transaction<T>(operation: string, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     const out = await this.checkout(operation);
     try {
+      await out.client.query('BEGIN');
       const result = await fn(out.client);
       await out.client.query('COMMIT');
       out.release(false);

@@ -110,8 +110,6 @@ function explain(raw: string, state: string | undefined, error: unknown, target:
     case '28P01':
     case '28000':
       return `authentication failed: ${raw}`;
-    case '3D000':
-      return `database ${JSON.stringify(target.database)} does not exist (${raw})`;
     case '42501':
       return `permission denied: ${raw}; the user needs to own schema ${JSON.stringify(target.schema)} or be granted USAGE and CREATE on it, or an administrator runs migrate() and grants access`;
     case '3F000':

@@ -19,9 +19,10 @@ export function channelFor(schema: string): string {
 /**
  * Cross-process wake-up over LISTEN/NOTIFY. Committing transactions that put schedules send
  * `NOTIFY <channel>, '<instance>:<earliest ms>'` with their COMMIT (so only commits are heard); one
- * dedicated connection per backend instance LISTENs, opened only while somebody watches. When that
- * connection drops, it reconnects with backoff and, once listening again, reports a change without a
- * deadline, because commits made in between were not heard: the dispatcher rescans.
+ * dedicated connection per backend instance LISTENs, opened only while somebody watches. Each time it
+ * starts listening (first time, and after reconnecting with backoff when the connection drops) it
+ * reports a change without a deadline, because commits made before were not heard: the dispatcher
+ * rescans.
  */
 export class ChangeNotifier {
   /** Identifies this instance's own notifications, which core already reports as local changes. */
@@ -114,10 +115,10 @@ export class ChangeNotifier {
         await client.connect();
         await client.query(`LISTEN ${quoteIdent(this.channel)}`);
         if (signal.aborted) break;
-        if (missedSome) {
-          this.#logger.info('listening for schedule changes again', { channel: this.channel });
-          this.#emit({});
-        }
+        // Commits between the watcher's last look and this LISTEN were not heard: report a change without
+        // a deadline, so a dispatcher rescans (also on the first connection, which closes the start-up gap).
+        if (missedSome) this.#logger.info('listening for schedule changes again', { channel: this.channel });
+        this.#emit({});
         failures = 0;
         const reason = await Promise.race([lost, aborted]);
         if (signal.aborted) break;

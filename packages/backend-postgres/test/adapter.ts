@@ -14,7 +14,10 @@ const opened = new Set<string>();
  * same namespace gives the same data and a fresh one an empty, isolated schema. Fails at once, naming
  * the service and how to start it, when PostgreSQL does not answer.
  */
-export async function open(namespace: string, options: { applicationName?: string } = {}): Promise<Backend> {
+export async function open(
+  namespace: string,
+  options: { applicationName?: string } = {},
+): Promise<Backend<pg.PoolClient>> {
   opened.add(namespace);
   try {
     return await createPostgresBackend(

@@ -7,20 +7,19 @@ export interface EventRow extends Record<string, unknown> {
   ts: number;
 }
 
-/** The statements on `<schema>.events`; `s` is the quoted schema name. */
+/** The statements on `<schema>.events`; `s` is the quoted schema name, arguments are SQL expressions. */
 export function eventSql(s: string) {
   return {
-    /** $1 aggregate id */
-    load: `SELECT sequence, type, data, ${epochMs('recorded_at')} AS ts
-      FROM ${s}.events WHERE aggregate_id = $1 ORDER BY sequence`,
+    load: (aggregateId: string) => `SELECT sequence, type, data, ${epochMs('recorded_at')} AS ts
+      FROM ${s}.events WHERE aggregate_id = ${aggregateId} ORDER BY sequence`,
 
     /**
-     * $1 aggregate id, $2 a JSON array of `{ sequence, type, data?, at }`. One statement for the whole
-     * batch; the primary key (aggregate_id, sequence) turns a concurrent append into a unique violation,
-     * which is the optimistic check.
+     * Appends events given as `(aggregate_id, sequence, type, data, recorded_at)` tuples of literals in one
+     * statement. The primary key (aggregate_id, sequence) turns a concurrent append into a unique
+     * violation: that is the optimistic check.
      */
-    append: `INSERT INTO ${s}.events (aggregate_id, sequence, type, data, recorded_at)
-      SELECT $1, (e->>'sequence')::int, e->>'type', e->'data', (e->>'at')::timestamptz
-      FROM json_array_elements($2::json) AS e`,
+    append: (rows: string[]) => `INSERT INTO ${s}.events (aggregate_id, sequence, type, data, recorded_at)
+      SELECT p.aggregate_id, p.sequence, p.type, p.data::json, p.recorded_at::timestamptz
+      FROM (VALUES ${rows.join(', ')}) AS p(aggregate_id, sequence, type, data, recorded_at)`,
   };
 }

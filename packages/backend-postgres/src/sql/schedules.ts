@@ -13,22 +13,26 @@ export interface ScheduleRow extends Record<string, unknown> {
 }
 
 /**
- * The statements on `<schema>.schedules`. `s` is the quoted schema name. Parameters are listed in each
- * comment; instants go in as timestamptz text (see `pgTimestamp`).
+ * The statements on `<schema>.schedules`. `s` is the quoted schema name; every argument is an SQL
+ * expression: a `$n` placeholder for pool queries, an inlined literal inside transactions. Instants go
+ * in as timestamptz text (see `pgTimestamp`).
  */
 export function scheduleSql(s: string) {
   return {
-    /** $1 key */
-    load: `SELECT ${COLUMNS} FROM ${s}.schedules WHERE key = $1`,
+    load: (key: string) => `SELECT ${COLUMNS} FROM ${s}.schedules WHERE key = ${key}`,
 
     /**
-     * $1 key, $2 at, $3 message (json text). Creates or replaces; `attempts` resets and `due_at = at`.
-     * The version comes from the store-wide sequence. When a concurrent replacement committed a larger
-     * version while this one waited for the row lock, a fresh number is drawn after the lock, so a key's
-     * versions grow in commit order.
+     * Creates or replaces schedules with distinct keys in one statement; `rows` are `(key, at, message)`
+     * tuples of literals (see {@link scheduleRow}). `attempts` resets and `due_at = at`. Versions come
+     * from the store-wide sequence; when a concurrent replacement committed a larger version while this
+     * one waited for the row lock, a fresh number is drawn after the lock, so a key's versions grow in
+     * commit order.
      */
-    put: `INSERT INTO ${s}.schedules AS t (key, at, due_at, version, attempts, message)
-      VALUES ($1, $2::timestamptz, $2::timestamptz, nextval('${s}.schedule_versions'), 0, $3::json)
+    putMany: (
+      rows: string[],
+    ) => `INSERT INTO ${s}.schedules AS t (key, at, due_at, version, attempts, message)
+      SELECT p.key, p.at::timestamptz, p.at::timestamptz, nextval('${s}.schedule_versions'), 0, p.message::json
+      FROM (VALUES ${rows.join(', ')}) AS p(key, at, message)
       ON CONFLICT (key) DO UPDATE SET
         at = EXCLUDED.at,
         due_at = EXCLUDED.due_at,
@@ -38,19 +42,18 @@ export function scheduleSql(s: string) {
         message = EXCLUDED.message,
         last_error = NULL`,
 
-    /** $1 key */
-    delete: `DELETE FROM ${s}.schedules WHERE key = $1`,
+    delete: (key: string) => `DELETE FROM ${s}.schedules WHERE key = ${key}`,
 
-    /** $1 prefix (literal: `starts_with`, no pattern characters) */
-    deletePrefix: `DELETE FROM ${s}.schedules WHERE starts_with(key, $1)`,
+    /** Literal prefix (`starts_with`: no pattern characters); an index range on the "C"-collated key. */
+    deletePrefix: (prefix: string) => `DELETE FROM ${s}.schedules WHERE starts_with(key, ${prefix})`,
 
     /**
-     * $1 key, $2 version. Locks the row unless another transaction holds it (SKIP LOCKED: a concurrent
-     * dispatcher never waits for, nor runs, the same schedule) and deletes it inside this transaction;
-     * the deletion becomes visible, together with the processor's writes, at commit.
+     * Locks the row unless another transaction holds it (SKIP LOCKED: concurrent dispatchers never wait
+     * for, nor run, the same schedule), checks the version and deletes it inside this transaction; the
+     * deletion becomes visible, together with the processor's writes, at commit.
      */
-    consume: `WITH claimed AS (
-        SELECT key FROM ${s}.schedules WHERE key = $1 AND version = $2 FOR UPDATE SKIP LOCKED
+    consume: (key: string, version: string) => `WITH claimed AS (
+        SELECT key FROM ${s}.schedules WHERE key = ${key} AND version = ${version} FOR UPDATE SKIP LOCKED
       )
       DELETE FROM ${s}.schedules t USING claimed WHERE t.key = claimed.key`,
 
@@ -79,9 +82,4 @@ export function scheduleSql(s: string) {
       return `SELECT ${COLUMNS} FROM ${s}.schedules ${filter} ORDER BY at, key LIMIT $${n + 1}`;
     },
   };
-}
-
-/** Tells listeners on `channel` that schedules changed; sent with COMMIT so it fires on commit only. */
-export function notifyAndCommit(channelLiteral: string, payloadLiteral: string): string {
-  return `SELECT pg_notify(${channelLiteral}, ${payloadLiteral}); COMMIT`;
 }

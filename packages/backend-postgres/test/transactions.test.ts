@@ -1,0 +1,220 @@
+import { randomBytes } from 'node:crypto';
+import { effects, freshNamespace, waitFor } from '@duetime/conformance';
+import { BackendError, ClosedError, type Message } from '@duetime/core';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPostgresBackend } from '../src/index.js';
+import { adminClient, dropSchemas, open, PG_URL, urlWithUser } from './adapter.js';
+
+const HOUR = 3_600_000;
+const msg = (id: string, data?: unknown): Message => ({
+  type: 'order.expire',
+  aggregateId: id,
+  ...(data === undefined ? {} : { data }),
+});
+let admin: pg.Client;
+
+beforeAll(async () => {
+  admin = await adminClient();
+});
+afterAll(async () => {
+  await admin.end();
+  await dropSchemas();
+});
+
+/** A backend on the application's own pool, with an application table next to duetime's. */
+async function withAppTable() {
+  const schema = freshNamespace();
+  const pool = new pg.Pool({ connectionString: urlWithUser(PG_URL), max: 4 });
+  const backend = await createPostgresBackend({ pool }, { schema });
+  await pool.query(`CREATE TABLE "${schema}".orders (id text PRIMARY KEY, status text NOT NULL)`);
+  const orders = async () => (await pool.query(`SELECT id, status FROM "${schema}".orders ORDER BY id`)).rows;
+  return { schema, pool, backend, orders };
+}
+
+describe('tx.sql: the application’s SQL in the same transaction', () => {
+  it('commits the application’s row and the schedule together, on the application’s pool', async () => {
+    const { schema, pool, backend, orders } = await withAppTable();
+    try {
+      const at = new Date(Date.now() + HOUR);
+      await backend.store.transact(async (tx) => {
+        await tx.sql.query(`INSERT INTO "${schema}".orders VALUES ($1, 'placed')`, ['ORD-1']);
+        await tx.schedule('order/ORD-1/expire', at, msg('ORD-1'));
+        // Inside the transaction both are visible on the same client.
+        const seen = await tx.sql.query(`SELECT status FROM "${schema}".orders WHERE id = 'ORD-1'`);
+        expect(seen.rows[0]?.status).toBe('placed');
+        expect((await tx.loadSchedule('order/ORD-1/expire'))?.version).toBeGreaterThan(0);
+      });
+      expect(await orders()).toEqual([{ id: 'ORD-1', status: 'placed' }]);
+      expect((await backend.store.loadSchedule('order/ORD-1/expire'))?.at.getTime()).toBe(at.getTime());
+    } finally {
+      await backend.close();
+      // close() never ends a pool the application passed in.
+      expect(pool.ended).toBe(false);
+      expect((await pool.query('SELECT 1 AS one')).rows[0].one).toBe(1);
+      await pool.end();
+    }
+  });
+
+  it('rolls both back when the function throws after writing both', async () => {
+    const { schema, pool, backend, orders } = await withAppTable();
+    try {
+      const boom = new Error('payment declined');
+      await expect(
+        backend.store.transact(async (tx) => {
+          await tx.schedule('order/ORD-2/expire', new Date(Date.now() + HOUR), msg('ORD-2'));
+          await tx.sql.query(`INSERT INTO "${schema}".orders VALUES ('ORD-2', 'placed')`);
+          await tx.cancelSchedulePrefix('order/');
+          throw boom;
+        }),
+      ).rejects.toBe(boom);
+      expect(await orders()).toEqual([]);
+      expect(await backend.store.listSchedules()).toEqual([]);
+    } finally {
+      await backend.close();
+      await pool.end();
+    }
+  });
+
+  it('refuses to report success when an error inside the transaction was caught and swallowed', async () => {
+    const { schema, pool, backend, orders } = await withAppTable();
+    try {
+      const error = await backend.store
+        .transact(async (tx) => {
+          await tx.sql.query(`INSERT INTO "${schema}".orders VALUES ('ORD-3', 'placed')`);
+          await tx.sql.query('SELECT * FROM no_such_table').catch(() => {});
+        })
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      expect(error).toBeInstanceOf(BackendError);
+      expect((error as Error).message).toMatch(/rolled back/);
+      expect(await orders()).toEqual([]);
+    } finally {
+      await backend.close();
+      await pool.end();
+    }
+  });
+
+  it('turns a deadlock between two transactions into a conflict and re-runs the loser', async () => {
+    const backend = await open(freshNamespace());
+    try {
+      const at = new Date(Date.now() + HOUR);
+      await backend.store.transact(async (tx) => {
+        await tx.schedule('dl/a', at, msg('a'));
+        await tx.schedule('dl/b', at, msg('b'));
+      });
+      let arrived = 0;
+      let release!: () => void;
+      const bothHoldOne = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const runs = { first: 0, second: 0 };
+      const cross = (name: 'first' | 'second', mine: string, theirs: string) =>
+        backend.store.transact(async (tx) => {
+          runs[name]++;
+          await tx.sql.query(`SELECT 1`); // make sure the transaction has begun
+          await tx.schedule(mine, at, msg(name));
+          await tx.loadSchedule(mine); // sends the upsert: this transaction now holds `mine`
+          if (runs[name] === 1) {
+            if (++arrived === 2) release();
+            await bothHoldOne;
+          }
+          await tx.cancelSchedule(theirs);
+        });
+      await Promise.all([cross('first', 'dl/a', 'dl/b'), cross('second', 'dl/b', 'dl/a')]);
+      expect(runs.first + runs.second).toBe(3); // exactly one of them was re-run
+    } finally {
+      await backend.close();
+    }
+  });
+
+  it('maps a unique violation on the event stream to an aggregate conflict, not a backend error', async () => {
+    const backend = await open(freshNamespace());
+    try {
+      let attempts = 0;
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const slow = backend.store.transact(async (tx) => {
+        attempts++;
+        await tx.exec(effects, 'agg', async (_s, ag) => {
+          if (attempts === 1) await gate;
+          ag.raise('effect.applied');
+        });
+      });
+      await backend.store.transact((tx) => tx.exec(effects, 'agg', (_s, ag) => ag.raise('effect.applied')));
+      release();
+      await slow;
+      expect(attempts).toBe(2);
+      expect((await backend.store.loadEvents('agg')).map((e) => e.sequence)).toEqual([1, 2]);
+    } finally {
+      await backend.close();
+    }
+  });
+});
+
+describe('buffered puts inside a transaction', () => {
+  it('sees its own puts, keeps the last put per key, and gives it a newer version', async () => {
+    const backend = await open(freshNamespace());
+    try {
+      const at = new Date(Date.now() + HOUR);
+      await backend.store.transact((tx) => tx.schedule('dup', at, msg('x', { n: 0 })));
+      const before = (await backend.store.loadSchedule('dup'))!.version;
+      const seen = await backend.store.transact(async (tx) => {
+        await tx.schedule('dup', at, msg('x', { n: 1 }));
+        await tx.schedule('other', at, msg('y'));
+        await tx.schedule('dup', new Date(at.getTime() + 5), msg('x', { n: 2 }));
+        return tx.loadSchedule('dup');
+      });
+      expect(seen?.message.data).toEqual({ n: 2 });
+      expect(seen!.version).toBeGreaterThan(before);
+      const after = await backend.store.loadSchedule('dup');
+      expect(after).toMatchObject({ version: seen!.version, message: { data: { n: 2 } } });
+      expect(after!.at.getTime()).toBe(at.getTime() + 5);
+      expect((await backend.store.loadSchedule('other'))!.version).not.toBe(after!.version);
+    } finally {
+      await backend.close();
+    }
+  });
+
+  it('writes nothing for a transaction that only puts and then throws', async () => {
+    const backend = await open(freshNamespace());
+    try {
+      await expect(
+        backend.store.transact(async (tx) => {
+          for (let i = 0; i < 50; i++) await tx.schedule(`b/${i}`, new Date(Date.now() + HOUR), msg(`${i}`));
+          throw new Error('no');
+        }),
+      ).rejects.toThrow('no');
+      expect(await backend.store.listSchedules()).toEqual([]);
+    } finally {
+      await backend.close();
+    }
+  });
+});
+
+describe('closing', () => {
+  it('closes every connection it opened, is idempotent, and refuses calls afterwards', async () => {
+    const applicationName = `dt-close-${randomBytes(3).toString('hex')}`;
+    const backend = await open(freshNamespace(), { applicationName });
+    const unwatch = backend.store.onChange(() => {});
+    await backend.store.transact((tx) => tx.schedule('c/1', new Date(Date.now() + HOUR), msg('c')));
+    await backend.leases.acquire('c', 'me', 10_000);
+    const count = async () =>
+      (
+        await admin.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [
+          applicationName,
+        ])
+      ).rows[0].n as number;
+    await waitFor('the LISTEN connection to open', async () => (await count()) >= 2);
+    unwatch();
+    await Promise.all([backend.close(), backend.close()]);
+    await backend.close();
+    await waitFor('every connection to be gone', async () => (await count()) === 0);
+    await expect(backend.store.loadSchedule('c/1')).rejects.toBeInstanceOf(ClosedError);
+    await expect(backend.leases.holder('c')).rejects.toBeInstanceOf(ClosedError);
+  });
+});
