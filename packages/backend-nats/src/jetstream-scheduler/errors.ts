@@ -1,6 +1,6 @@
-import type { DuetimeError } from '@duetime/core';
+import { BackendError, DuetimeError } from '@duetime/core';
 import { JetStreamApiError } from '@nats-io/jetstream';
-import { toDuetimeError } from '../errors.js';
+import { errors } from '@nats-io/transport-node';
 
 /** JetStream API error codes this package tells apart. */
 export const JS_STREAM_NOT_FOUND = 10059;
@@ -28,10 +28,25 @@ export function isWrongLastSequence(error: unknown): boolean {
 }
 
 /**
- * Wraps a client or server failure as a duetime error naming the operation and the server: connection-level
- * failures (timeouts, a closed or reconnecting connection, no responders) become a transient
- * `BackendError`, API refusals a permanent one; duetime's own errors pass through unchanged.
+ * Wraps a client or server failure as a {@link BackendError} naming the operation. Connection-level
+ * failures (timeouts, a closed or reconnecting connection, no responders, JetStream briefly unavailable)
+ * are transient; other API refusals are not. duetime's own errors pass through unchanged.
  */
-export function toBackendError(operation: string, error: unknown, server = 'NATS'): DuetimeError {
-  return toDuetimeError(error, operation, server);
+export function toBackendError(operation: string, error: unknown): DuetimeError {
+  if (error instanceof DuetimeError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  return new BackendError(operation, message, { cause: error, transient: isTransient(error) });
+}
+
+function isTransient(error: unknown): boolean {
+  if (error instanceof JetStreamApiError) return error.status === 503;
+  return (
+    error instanceof errors.TimeoutError ||
+    error instanceof errors.ConnectionError ||
+    error instanceof errors.RequestError ||
+    error instanceof errors.NoRespondersError ||
+    error instanceof errors.DrainingConnectionError ||
+    error instanceof errors.ClosedConnectionError ||
+    (error instanceof Error && error.name === 'JetStreamNotEnabled')
+  );
 }
