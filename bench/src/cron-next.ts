@@ -69,6 +69,19 @@ function cronerStepper(c: Case): Stepper {
   };
 }
 
+/** croner's fastest setup for UTC: a fixed offset instead of a zone (it skips Intl entirely). */
+function cronerUtcOffsetStepper(c: Case): Stepper {
+  const job = new Cron(c.expression, { utcOffset: 0, paused: true });
+  const start = new Date(c.from);
+  const end = Date.parse(c.to);
+  let at = start;
+  return () => {
+    const next = job.nextRun(at) as Date;
+    at = next.getTime() >= end ? start : next;
+    return next.getTime();
+  };
+}
+
 function cronParserStepper(c: Case): Stepper {
   const start = new Date(c.from);
   const end = Date.parse(c.to);
@@ -81,9 +94,10 @@ function cronParserStepper(c: Case): Stepper {
   };
 }
 
-const LIBRARIES: Array<{ name: string; make: (c: Case) => Stepper }> = [
+const LIBRARIES: Array<{ name: string; make: (c: Case) => Stepper; only?: (c: Case) => boolean }> = [
   { name: 'duetime', make: duetimeStepper },
   { name: 'croner', make: cronerStepper },
+  { name: 'croner (utcOffset: 0)', make: cronerUtcOffsetStepper, only: (c) => c.zone === 'UTC' },
   { name: 'cron-parser', make: cronParserStepper },
 ];
 
@@ -110,19 +124,27 @@ interface Result {
   rounds: number;
 }
 
-function measure(step: Stepper, calls: number, rounds: number): number {
+/**
+ * Times every stepper round-robin (one round of each, then the next round), so that a burst of load from
+ * elsewhere on the machine hits all libraries alike; returns the median ns per call of each.
+ */
+function measure(steppers: Array<{ step: Stepper; calls: number }>, rounds: number): number[] {
   let sink = 0;
   // Warm-up: long enough for the JIT to settle and for every library to fill its caches.
-  const warmUntil = performance.now() + 300;
-  while (performance.now() < warmUntil) for (let i = 0; i < 200; i++) sink += step();
-  const perCall: number[] = [];
+  for (const { step } of steppers) {
+    const warmUntil = performance.now() + 300;
+    while (performance.now() < warmUntil) for (let i = 0; i < 200; i++) sink += step();
+  }
+  const perCall: number[][] = steppers.map(() => []);
   for (let r = 0; r < rounds; r++) {
-    const t0 = process.hrtime.bigint();
-    for (let i = 0; i < calls; i++) sink += step();
-    perCall.push(Number(process.hrtime.bigint() - t0) / calls);
+    steppers.forEach(({ step, calls }, s) => {
+      const t0 = process.hrtime.bigint();
+      for (let i = 0; i < calls; i++) sink += step();
+      perCall[s]?.push(Number(process.hrtime.bigint() - t0) / calls);
+    });
   }
   if (sink === 42) console.log('');
-  return median(perCall);
+  return perCall.map(median);
 }
 
 function main(): void {
@@ -130,21 +152,26 @@ function main(): void {
   const baseCalls = argument('calls', 20_000);
   const results: Result[] = [];
   for (const c of CASES) {
-    for (const library of LIBRARIES) {
-      // The slow libraries get fewer calls per round so that one run stays around a minute.
-      const calls = library.name === 'duetime' ? baseCalls * 10 : baseCalls;
-      const nsPerCall = measure(library.make(c), calls, rounds);
+    const libraries = LIBRARIES.filter((library) => library.only === undefined || library.only(c));
+    // The slow libraries get fewer calls per round so that one run stays around a minute.
+    const calls = libraries.map((library) => (library.name === 'duetime' ? baseCalls * 10 : baseCalls));
+    const nsPerCall = measure(
+      libraries.map((library, i) => ({ step: library.make(c), calls: calls[i] as number })),
+      rounds,
+    );
+    libraries.forEach((library, i) => {
+      const ns = nsPerCall[i] as number;
       results.push({
         case: c.name,
         expression: c.expression,
         zone: c.zone,
         library: library.name,
-        nsPerCall: Math.round(nsPerCall),
-        callsPerSecond: Math.round(1e9 / nsPerCall),
-        calls,
+        nsPerCall: Math.round(ns),
+        callsPerSecond: Math.round(1e9 / ns),
+        calls: calls[i] as number,
         rounds,
       });
-    }
+    });
   }
   const rows = results.map((r) => {
     const own = results.find((o) => o.case === r.case && o.library === 'duetime') as Result;

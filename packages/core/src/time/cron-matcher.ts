@@ -1,12 +1,11 @@
-import {
-  type CivilDate,
-  civilFromDays,
-  daysFromCivil,
-  daysInMonth,
-  SECONDS_PER_DAY,
-  weekdayOfDays,
-} from './civil.js';
+import type { CivilDate } from './civil.js';
+import * as calendar from './civil.js';
 import type { CronFields } from './cron-fields.js';
+
+// Module-local bindings for the hot path: some TypeScript loaders (tsx, vite-node) compile imported
+// bindings to property getters, which would cost a call on every use inside the search loops.
+const { civilFromDays, daysFromCivil, daysInMonth, weekdayOfDays } = calendar;
+const SECONDS_PER_DAY = 86_400;
 
 /**
  * Finds matching wall-clock times of a parsed cron expression, on "local seconds" (seconds since
@@ -59,6 +58,8 @@ export class CronMatcher {
   readonly #firstMonth: number;
   readonly #lastMonth: number;
   readonly #civil: CivilDate = { year: 0, month: 0, day: 0, weekday: 0 };
+  /** The day `#civil` holds: successive searches mostly start on the day the previous one ended. */
+  #civilDays = Number.NaN;
 
   constructor(fields: CronFields) {
     this.#secondNext = nextTable(fields.seconds, 60);
@@ -81,6 +82,14 @@ export class CronMatcher {
     this.#lastMonth = fields.months[fields.months.length - 1] as number;
   }
 
+  #dateOf(days: number): CivilDate {
+    if (days !== this.#civilDays) {
+      civilFromDays(days, this.#civil);
+      this.#civilDays = days;
+    }
+    return this.#civil;
+  }
+
   /** Whether the civil day matches the day-of-month / day-of-week part. */
   dayMatches(day: number, lastDay: number, weekday: number): boolean {
     const dom = this.#domAllowed[day] === 1 || (this.#lastDay && day === lastDay);
@@ -92,10 +101,10 @@ export class CronMatcher {
   next(localSecond: number): number {
     const days = Math.floor(localSecond / SECONDS_PER_DAY);
     let secondOfDay = localSecond - days * SECONDS_PER_DAY;
-    const civil = civilFromDays(days, this.#civil);
-    let year = civil.year;
-    let month = civil.month;
-    let day = civil.day;
+    const date = this.#dateOf(days);
+    let year = date.year;
+    let month = date.month;
+    let day = date.day;
     let hour = Math.floor(secondOfDay / 3600);
     secondOfDay -= hour * 3600;
     let minute = Math.floor(secondOfDay / 60);
@@ -175,7 +184,11 @@ export class CronMatcher {
         }
         second = nextSecond;
       }
-      return daysFromCivil(year, month, day) * SECONDS_PER_DAY + hour * 3600 + minute * 60 + second;
+      const dayStart =
+        day === date.day && month === date.month && year === date.year
+          ? days
+          : daysFromCivil(year, month, day);
+      return dayStart * SECONDS_PER_DAY + hour * 3600 + minute * 60 + second;
     }
   }
 
@@ -183,10 +196,10 @@ export class CronMatcher {
   prev(localSecond: number): number {
     const days = Math.floor(localSecond / SECONDS_PER_DAY);
     let secondOfDay = localSecond - days * SECONDS_PER_DAY;
-    const civil = civilFromDays(days, this.#civil);
-    let year = civil.year;
-    let month = civil.month;
-    let day = civil.day;
+    const date = this.#dateOf(days);
+    let year = date.year;
+    let month = date.month;
+    let day = date.day;
     let hour = Math.floor(secondOfDay / 3600);
     secondOfDay -= hour * 3600;
     let minute = Math.floor(secondOfDay / 60);
@@ -270,7 +283,11 @@ export class CronMatcher {
         }
         second = prevSecond;
       }
-      return daysFromCivil(year, month, day) * SECONDS_PER_DAY + hour * 3600 + minute * 60 + second;
+      const dayStart =
+        day === date.day && month === date.month && year === date.year
+          ? days
+          : daysFromCivil(year, month, day);
+      return dayStart * SECONDS_PER_DAY + hour * 3600 + minute * 60 + second;
     }
   }
 }

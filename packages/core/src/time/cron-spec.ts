@@ -1,5 +1,4 @@
 import { InvalidArgumentError } from '../errors.js';
-import { MS_PER_SECOND } from './civil.js';
 import { type CronFields, type DayRule, parseCronFields } from './cron-fields.js';
 import { CronMatcher } from './cron-matcher.js';
 import { DEFAULT_DST_POLICY, type DstPolicy, type Spec, type SpecDescription } from './spec.js';
@@ -25,6 +24,8 @@ export interface CronSpecDescription extends SpecDescription {
     dayOfWeek: number[];
   };
 }
+
+const MS_PER_SECOND = 1000;
 
 /** Earliest and latest instants the engine answers for: years 1 to 9999. */
 export const MIN_INSTANT_MS = -62_135_596_800_000;
