@@ -252,7 +252,7 @@ class PumpRun {
         return;
       }
       if (entry.kind === 'once' && (await this.#superseded(entry.seq, msg.subject))) return;
-      if (entry.kind === 'once') await this.#fireOnce(entry.seq, msg.header, msg.data);
+      if (entry.kind === 'once') await this.#fireOnce(entry.seq, msg.subject, msg.header, msg.data);
       else await this.#fireCron(entry.seq, msg.subject, msg.header, msg.data);
     } catch (error) {
       if (this.#abort.signal.aborted) return;
@@ -282,7 +282,7 @@ class PumpRun {
     }
   }
 
-  async #fireOnce(seq: number, def: MsgHdrs, data: Uint8Array): Promise<void> {
+  async #fireOnce(seq: number, subject: string, def: MsgHdrs, data: Uint8Array): Promise<void> {
     const due = def.get(H.due);
     const timer = def.get(H.timer);
     const out = headers();
@@ -290,7 +290,8 @@ class PumpRun {
     out.set(H.due, due);
     await this.#js.publish(def.get(H.target), data, { headers: out, msgID: `o:${timer}@${due}` });
     this.#onFired();
-    await this.#delete(seq);
+    // Purge rather than delete: an `atId` subject may also hold older definitions this one replaced.
+    await (this.#jsm as JetStreamManager).streams.purge(this.#o.stream, { filter: subject, seq: seq + 1 });
   }
 
   async #fireCron(seq: number, subject: string, def: MsgHdrs, data: Uint8Array): Promise<void> {

@@ -116,6 +116,32 @@ for (const mode of MODE_CASES) {
       expect(c.calls.map((call) => call.payload).sort()).toEqual(['first', 'other id']);
     });
 
+    it('atId() after the dedup window replaces a pending timer of the same id', async () => {
+      const scheduler = harness.scheduler({ ...mode.options, duplicateWindow: 1_000 });
+      const c = await collect(scheduler, 'atid-replace');
+      const first = await scheduler.atId('invoice/8', 'r', new Date(Date.now() + 2_500), 'old');
+      await waitFor('the dedup window to pass', () => Date.now() > first.due.getTime() - 2_500 + 1_300, 5_000);
+      const second = await scheduler.atId('invoice/8', 'r', new Date(Date.now() + 100), 'new');
+      expect(second.duplicate).toBe(false);
+      expect(second.subject).toBe(first.subject);
+      // A later timer on another key: once it fired, the old one would have fired before it.
+      await scheduler.at('marker', new Date(first.due.getTime() + 300), 'marker');
+      await waitFor('the marker', () => c.forKey('marker').length > 0, 10_000);
+      expect(c.forKey('invoice/8').map((call) => call.payload)).toEqual(['new']);
+    });
+
+    it('cancelTimers() removes every pending timer of a key and no other', async () => {
+      const scheduler = harness.scheduler(mode.options);
+      const c = await collect(scheduler, 'cancel');
+      await scheduler.after('cancel/me', 400, 1);
+      await scheduler.after('cancel/me', 450, 2);
+      await scheduler.after('keep/me', 600, 3);
+      expect(await scheduler.cancelTimers('cancel/me')).toBe(2);
+      await waitFor('the other key', () => c.forKey('keep/me').length > 0);
+      expect(c.forKey('cancel/me')).toEqual([]);
+      expect(await scheduler.cancelTimers('cancel/me')).toBe(0);
+    });
+
     it('cron() fires every tick and a new definition of the same name replaces it', async () => {
       const scheduler = harness.scheduler(mode.options);
       const c = await collect(scheduler, 'cron');
