@@ -61,6 +61,7 @@ export function describeClient(client: RedisClient): string {
 
 export interface ConnectOptions {
   connectTimeout: number;
+  commandTimeout: number;
   connectionName: string;
   redisOptions?: RedisOptions;
 }
@@ -75,6 +76,7 @@ export async function connectUrl(url: RedisUrl, options: ConnectOptions): Promis
   const client = new Redis(url.url, {
     lazyConnect: true,
     connectTimeout: options.connectTimeout,
+    commandTimeout: options.commandTimeout,
     maxRetriesPerRequest: 1,
     connectionName: options.connectionName,
     retryStrategy: (times) => Math.min(2000, 50 * 2 ** Math.min(times, 6)) + Math.floor(Math.random() * 50),

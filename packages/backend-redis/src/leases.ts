@@ -97,7 +97,7 @@ export class RedisCursors implements CursorBackend {
     const cursorKey = this.#c.keys.cursor(key);
     let value: string | null;
     try {
-      value = await this.#c.runner.client.get(cursorKey);
+      value = await this.#c.runner.call((c) => c.get(cursorKey));
     } catch (error) {
       throw mapRedisError(error, `cursor read ${JSON.stringify(key)}`, this.#c.target, cursorKey);
     }

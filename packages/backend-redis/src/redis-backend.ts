@@ -40,6 +40,12 @@ export interface RedisBackendOptions {
    * dispatchers may both run a processor and exactly one commits.
    */
   claims?: boolean | { ttl?: number };
+  /**
+   * Longest wait for one command, in ms (default 30,000). On clients created from a URL it is ioredis's
+   * `commandTimeout`; on the application's client duetime enforces it around its own calls. A timed-out
+   * commit is retried safely (see `commitRetryWindow`).
+   */
+  commandTimeout?: number;
   /** How long a commit keeps retrying through a lost connection or a restarting server, in ms (default 15,000). */
   commitRetryWindow?: number;
   /** Extra ioredis options for clients created from a URL (TLS, timeouts). Ignored with `{ client }`. */
@@ -74,6 +80,7 @@ export async function createRedisBackend(
   const commitRetryWindow = duration('options.commitRetryWindow', options.commitRetryWindow ?? 15_000, {
     allowZero: true,
   });
+  const commandTimeout = duration('options.commandTimeout', options.commandTimeout ?? 30_000);
   const claimTtl = claimSetting(options.claims);
   const logger = options.logger ?? silentLogger;
 
@@ -96,6 +103,7 @@ export async function createRedisBackend(
     target = url.display;
     owned = await connectUrl(url, {
       connectTimeout,
+      commandTimeout,
       connectionName: `duetime:${prefix}`,
       ...(options.redisOptions ? { redisOptions: options.redisOptions } : {}),
     });
@@ -103,7 +111,7 @@ export async function createRedisBackend(
     client = owned;
   }
 
-  const runner = new ScriptRunner(client);
+  const runner = new ScriptRunner(client, owned ? undefined : commandTimeout);
   try {
     await checkServer(client, target, startupTimeout, () => runner.load());
   } catch (error) {

@@ -17,9 +17,16 @@ function isNoScript(error: unknown): boolean {
  */
 export class ScriptRunner {
   readonly #client: RedisClient;
+  readonly #timeoutMs: number | undefined;
 
-  constructor(client: RedisClient) {
+  /**
+   * `timeoutMs`, when given, bounds every call made through {@link ScriptRunner.call} (for clients whose own
+   * `commandTimeout` duetime does not control): a command that never settles (ioredis drops unanswered
+   * commands on reconnect when `autoResendUnfulfilledCommands` is off) becomes an error, not a hang.
+   */
+  constructor(client: RedisClient, timeoutMs?: number) {
     this.#client = client;
+    this.#timeoutMs = timeoutMs;
   }
 
   get client(): RedisClient {
@@ -38,10 +45,24 @@ export class ScriptRunner {
   async run(name: LuaScriptName, keys: readonly string[], args: readonly Arg[]): Promise<unknown> {
     const script = luaScripts[name];
     try {
-      return await this.#client.evalsha(script.sha, keys.length, ...keys, ...args);
+      return await this.call((c) => c.evalsha(script.sha, keys.length, ...keys, ...args));
     } catch (error) {
       if (!isNoScript(error)) throw error;
-      return await this.#client.eval(script.source, keys.length, ...keys, ...args);
+      return await this.call((c) => c.eval(script.source, keys.length, ...keys, ...args));
     }
+  }
+
+  /** Runs one command on the client, bounded by the timeout when one is set. */
+  call<T>(command: (client: RedisClient) => Promise<T>): Promise<T> {
+    const pending = command(this.#client);
+    if (this.#timeoutMs === undefined) return pending;
+    const ms = this.#timeoutMs;
+    let timer: NodeJS.Timeout | undefined;
+    return Promise.race([
+      pending,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`Command timed out after ${ms} ms`)), ms);
+      }),
+    ]).finally(() => clearTimeout(timer));
   }
 }

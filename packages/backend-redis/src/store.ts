@@ -85,7 +85,7 @@ export class RedisStoreDriver implements StoreDriver<undefined> {
     this.#s.check();
     const key = this.#s.keys.events(aggregateId);
     const raw = await this.#read(`load events of ${JSON.stringify(aggregateId)}`, key, () =>
-      this.#s.runner.client.lrange(key, 0, -1),
+      this.#s.runner.call((c) => c.lrange(key, 0, -1)),
     );
     return raw.map((value) => decodeEvent(value, key));
   }
@@ -94,7 +94,7 @@ export class RedisStoreDriver implements StoreDriver<undefined> {
     this.#s.check();
     const { schedules } = this.#s.keys;
     const value = await this.#read(`load schedule ${JSON.stringify(key)}`, schedules, () =>
-      this.#s.runner.client.hget(schedules, key),
+      this.#s.runner.call((c) => c.hget(schedules, key)),
     );
     return value === null ? undefined : decodeSchedule(key, value, schedules);
   }
@@ -234,7 +234,11 @@ export class RedisStoreDriver implements StoreDriver<undefined> {
       string?,
       string?,
     ];
-    if (reply[0] === 'ok' || reply[0] === 'duplicate') return;
+    if (reply[0] === 'ok') return;
+    if (reply[0] === 'duplicate') {
+      this.#s.logger.debug('redis commit was already applied; a resend was recognised', { commitId });
+      return;
+    }
     if (reply[0] === 'conflict' && (reply[1] === 'aggregate' || reply[1] === 'schedule'))
       throw new ConflictError(reply[1], String(reply[2]));
     throw new BackendError('commit', `unexpected reply from the commit script: ${JSON.stringify(reply)}`);

@@ -1,0 +1,81 @@
+import { CorruptDataError } from '@duetime/core';
+import { describe, expect, it } from 'vitest';
+import { message, redisFixture } from './helpers.js';
+
+const fx = redisFixture();
+const HOUR = 3_600_000;
+
+describe('keys of the wrong type under the prefix', () => {
+  it('names the schedules key when it holds a string, and never overwrites it', async () => {
+    const prefix = fx.prefix();
+    const { store } = await fx.open(prefix);
+    const k = fx.keys(prefix);
+    await fx.admin.set(k.schedules, 'not a hash');
+    const expectCorrupt = async (promise: Promise<unknown>) => {
+      const error = await promise.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(CorruptDataError);
+      expect((error as Error).message).toContain(k.schedules);
+      expect((error as CorruptDataError).code).toBe('DUETIME_CORRUPT_DATA');
+    };
+    await expectCorrupt(store.loadSchedule('a'));
+    await expectCorrupt(store.transact((tx) => tx.schedule('a', new Date(Date.now() + HOUR), message('a'))));
+    await expectCorrupt(store.listSchedules());
+    await expectCorrupt(store.driver.dueSchedules(new Date(), 10));
+    await expectCorrupt(store.driver.recordFailure('a', 1, { attempts: 1, dueAt: new Date(), error: 'x' }));
+    expect(await fx.admin.get(k.schedules)).toBe('not a hash');
+    expect(await fx.admin.exists(k.version, k.due, k.at, k.index)).toBe(0);
+  });
+
+  it('names the due index, an event list, a lease and a cursor of the wrong type', async () => {
+    const prefix = fx.prefix();
+    const backend = await fx.open(prefix);
+    const k = fx.keys(prefix);
+    await fx.admin.hset(k.due, 'x', '1');
+    await expect(backend.store.driver.nextDueAt()).rejects.toThrow(k.due);
+    await expect(
+      backend.store.transact((tx) => tx.schedule('a', new Date(), message('a'))),
+    ).rejects.toBeInstanceOf(CorruptDataError);
+    expect(await fx.admin.hget(k.due, 'x')).toBe('1');
+    await fx.admin.del(k.due);
+
+    await fx.admin.set(k.events('agg'), 'oops');
+    await expect(backend.store.loadEvents('agg')).rejects.toThrow(k.events('agg'));
+    const tx = await backend.store.driver.begin();
+    await tx.putSchedule('c', new Date(), message('c'));
+    await tx.appendEvents('agg', 0, [{ ...message('agg'), sequence: 1, timestamp: 1 }]);
+    await expect(tx.commit()).rejects.toThrow(k.events('agg'));
+    expect(await backend.store.loadSchedule('c')).toBeUndefined();
+    expect(await fx.admin.get(k.events('agg'))).toBe('oops');
+
+    await fx.admin.rpush(k.events('bad-json'), '{not json');
+    await expect(backend.store.loadEvents('bad-json')).rejects.toBeInstanceOf(CorruptDataError);
+
+    await fx.admin.lpush(k.lease('l'), 'x');
+    await expect(backend.leases.acquire('l', 'me', 1000)).rejects.toThrow(k.lease('l'));
+    await expect(backend.leases.holder('l')).rejects.toBeInstanceOf(CorruptDataError);
+    await fx.admin.set(k.lease('m'), 'garbage');
+    await expect(backend.leases.renew('m', 'me', 1, 1000)).rejects.toThrow(k.lease('m'));
+
+    await fx.admin.sadd(k.cursor('c'), 'x');
+    await expect(backend.cursors.read('c')).rejects.toThrow(k.cursor('c'));
+    await expect(backend.cursors.advance('c', new Date(), 1000)).rejects.toBeInstanceOf(CorruptDataError);
+    await fx.admin.set(k.cursor('d'), 'yesterday');
+    await expect(backend.cursors.read('d')).rejects.toThrow(k.cursor('d'));
+    expect(await fx.admin.get(k.cursor('d'))).toBe('yesterday');
+  });
+
+  it('names the field holding a value that is not a schedule', async () => {
+    const prefix = fx.prefix();
+    const { store } = await fx.open(prefix);
+    const k = fx.keys(prefix);
+    await fx.admin.hset(k.schedules, 'weird', 'hello');
+    await expect(store.loadSchedule('weird')).rejects.toThrow(/field "weird"/);
+    await expect(
+      store.driver.recordFailure('weird', 1, { attempts: 1, dueAt: new Date(), error: 'x' }),
+    ).rejects.toThrow('weird');
+    expect(await fx.admin.hget(k.schedules, 'weird')).toBe('hello');
+  });
+});

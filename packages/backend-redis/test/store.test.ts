@@ -1,0 +1,375 @@
+import type { Schedule, Store } from '@duetime/core';
+import { describe, expect, it } from 'vitest';
+import { message, redisFixture, waitFor } from './helpers.js';
+
+const HOUR = 3_600_000;
+const fx = redisFixture();
+
+async function allPages(store: Store<undefined>, query: { limit: number; prefix?: string; through?: Date }) {
+  const seen: Schedule[] = [];
+  let page = await store.pageSchedules(query);
+  for (;;) {
+    seen.push(...page.items);
+    if (!page.next) return seen;
+    page = await store.pageSchedules({ ...query, after: page.next });
+  }
+}
+
+/** UTF-8 byte order, the order Redis keeps sorted-set members in. */
+const byBytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
+
+describe('due index', () => {
+  it('moves the due score whenever an active key is rescheduled, earlier or later', async () => {
+    const prefix = fx.prefix();
+    const { store } = await fx.open(prefix);
+    const k = fx.keys(prefix);
+    const far = Date.now() + 10 * HOUR;
+    const past = Date.now() - 1000;
+    await store.transact((tx) => tx.schedule('move/me', new Date(far), message('m')));
+    expect(Number(await fx.admin.zscore(k.due, 'move/me'))).toBe(far);
+    expect(await store.driver.dueSchedules(new Date(), 10)).toEqual([]);
+
+    await store.transact((tx) => tx.schedule('move/me', new Date(past), message('m')));
+    expect(Number(await fx.admin.zscore(k.due, 'move/me'))).toBe(past);
+    expect(Number(await fx.admin.zscore(k.at, 'move/me'))).toBe(past);
+    expect((await store.driver.dueSchedules(new Date(), 10)).map((s) => s.key)).toEqual(['move/me']);
+    expect((await store.driver.nextDueAt())?.getTime()).toBe(past);
+
+    await store.transact((tx) => tx.schedule('move/me', new Date(far + 1), message('m')));
+    expect(Number(await fx.admin.zscore(k.due, 'move/me'))).toBe(far + 1);
+    expect(await store.driver.dueSchedules(new Date(), 10)).toEqual([]);
+    expect(await fx.admin.zcard(k.due)).toBe(1);
+  });
+
+  it('moves dueAt on a recorded failure, and a reschedule resets attempts and dueAt to the new deadline', async () => {
+    const prefix = fx.prefix();
+    const { store } = await fx.open(prefix);
+    const k = fx.keys(prefix);
+    const at = Date.now() - 5000;
+    await store.transact((tx) => tx.schedule('retry/me', new Date(at), message('r')));
+    const { version } = (await store.loadSchedule('retry/me'))!;
+    const later = Date.now() + HOUR;
+    expect(
+      await store.driver.recordFailure('retry/me', version, {
+        attempts: 3,
+        dueAt: new Date(later),
+        error: 'x',
+      }),
+    ).toBe(true);
+    expect(
+      await store.driver.recordFailure('retry/me', version + 1, {
+        attempts: 9,
+        dueAt: new Date(0),
+        error: 'x',
+      }),
+    ).toBe(false);
+    expect(await store.loadSchedule('retry/me')).toMatchObject({
+      attempts: 3,
+      version,
+      message: message('r'),
+    });
+    expect(Number(await fx.admin.zscore(k.due, 'retry/me'))).toBe(later);
+    expect(Number(await fx.admin.zscore(k.at, 'retry/me'))).toBe(at);
+    expect(await store.driver.dueSchedules(new Date(), 10)).toEqual([]);
+
+    const again = Date.now() - 10;
+    await store.transact((tx) => tx.schedule('retry/me', new Date(again), message('r', { n: 2 })));
+    const reset = (await store.loadSchedule('retry/me'))!;
+    expect(reset).toMatchObject({ attempts: 0, message: message('r', { n: 2 }) });
+    expect(reset.dueAt.getTime()).toBe(again);
+    expect(Number(await fx.admin.zscore(k.due, 'retry/me'))).toBe(again);
+    expect((await store.driver.dueSchedules(new Date(), 10)).map((s) => s.key)).toEqual(['retry/me']);
+  });
+
+  it('orders due work by (dueAt, key bytes) and pages it by limit', async () => {
+    const { store } = await fx.open(fx.prefix());
+    const t = Date.now() - 1000;
+    const keys = ['b', 'a', 'ä', '🙂', 'a/1', 'Z'];
+    await store.transact(async (tx) => {
+      for (const key of keys) await tx.schedule(key, new Date(t), message(key));
+      await tx.schedule('earlier', new Date(t - 1), message('e'));
+      await tx.schedule('later', new Date(Date.now() + HOUR), message('l'));
+    });
+    const due = await store.driver.dueSchedules(new Date(), 100);
+    expect(due.map((s) => s.key)).toEqual(['earlier', ...[...keys].sort(byBytes)]);
+    expect((await store.driver.dueSchedules(new Date(), 3)).map((s) => s.key)).toEqual(
+      due.slice(0, 3).map((s) => s.key),
+    );
+  });
+});
+
+describe('listing', () => {
+  it('pages thousands of schedules sharing one deadline by key, without gaps or repeats', async () => {
+    const { store } = await fx.open(fx.prefix());
+    const at = new Date(Date.now() + HOUR);
+    const keys = Array.from({ length: 2500 }, (_, i) => `same/${(i * 7919) % 2500}`);
+    await store.transact(async (tx) => {
+      for (const key of keys) await tx.schedule(key, at, message('s'));
+      await tx.schedule('before', new Date(at.getTime() - 1), message('b'));
+      await tx.schedule('after', new Date(at.getTime() + 1), message('a'));
+    });
+    const expected = ['before', ...[...keys].sort(byBytes), 'after'];
+    expect((await allPages(store, { limit: 97 })).map((s) => s.key)).toEqual(expected);
+    expect((await allPages(store, { limit: 1000 })).map((s) => s.key)).toEqual(expected);
+    const through = await allPages(store, { limit: 333, through: at });
+    expect(through.map((s) => s.key)).toEqual(expected.slice(0, -1));
+  });
+
+  it('continues after a cursor whose key was deleted or moved meanwhile', async () => {
+    const { store } = await fx.open(fx.prefix());
+    const at = new Date(Date.now() + HOUR);
+    await store.transact(async (tx) => {
+      for (let i = 0; i < 300; i++) await tx.schedule(`gone/${String(i).padStart(3, '0')}`, at, message('g'));
+    });
+    const first = await store.pageSchedules({ limit: 100 });
+    expect(first.next?.key).toBe('gone/099');
+    await store.transact(async (tx) => {
+      await tx.cancelSchedule('gone/099');
+      await tx.schedule('gone/100', new Date(at.getTime() + HOUR), message('moved'));
+    });
+    const second = await store.pageSchedules({ limit: 5, after: first.next! });
+    expect(second.items.map((s) => s.key)).toEqual([
+      'gone/101',
+      'gone/102',
+      'gone/103',
+      'gone/104',
+      'gone/105',
+    ]);
+    // A cursor at a key that never existed, between two existing ones.
+    const between = await store.pageSchedules({ limit: 2, after: { at: at.getTime(), key: 'gone/150x' } });
+    expect(between.items.map((s) => s.key)).toEqual(['gone/151', 'gone/152']);
+  });
+
+  it('lists a large prefix by walking the deadline order, and a small one from the key index, in the same order', async () => {
+    const { store } = await fx.open(fx.prefix());
+    const base = Date.now() + HOUR;
+    await store.transact(async (tx) => {
+      for (let i = 0; i < 2600; i++) await tx.schedule(`big/${i}`, new Date(base + (i % 13)), message('b'));
+      for (let i = 0; i < 40; i++) await tx.schedule(`small/${i}`, new Date(base + (i % 3)), message('s'));
+      for (let i = 0; i < 40; i++) await tx.schedule(`bigger/${i}`, new Date(base + (i % 5)), message('x'));
+    });
+    const order = (a: Schedule, b: Schedule) => a.at.getTime() - b.at.getTime() || byBytes(a.key, b.key);
+    const all = await allPages(store, { limit: 10_000 });
+    for (const prefix of ['big/', 'small/', 'big', 'bigger/']) {
+      const paged = await allPages(store, { prefix, limit: 150 });
+      const expected = all.filter((s) => s.key.startsWith(prefix)).sort(order);
+      expect(paged.map((s) => s.key)).toEqual(expected.map((s) => s.key));
+    }
+    expect(await store.transact((tx) => tx.cancelSchedulePrefix('big/'))).toBe(2600);
+    expect((await store.listSchedules()).map((s) => s.key).sort()).toHaveLength(80);
+  });
+});
+
+describe('literal prefixes in UTF-8', () => {
+  it('cancels and lists by multibyte prefixes, byte for byte', async () => {
+    const { store } = await fx.open(fx.prefix());
+    const at = new Date(Date.now() + HOUR);
+    const keys = [
+      'ключ/1',
+      'ключ/2',
+      'ключи',
+      'клю',
+      'ü',
+      'ü/1',
+      'ü\u00ff',
+      'ÿ',
+      'ÿ/1',
+      '\uffff',
+      '\uffff/1',
+      '\ufffd',
+      '🙂',
+      '🙂/a',
+      '🙃/a',
+      '𐀀',
+      'a*',
+      'a[b]',
+      'a?',
+      'a\\',
+    ];
+    await store.transact(async (tx) => {
+      for (const key of keys) await tx.schedule(key, at, message('x'));
+    });
+    const listed = async (prefix: string) =>
+      (await store.pageSchedules({ prefix, limit: 100 })).items.map((s) => s.key).sort();
+    const under = (prefix: string, among: string[]) => among.filter((k) => k.startsWith(prefix)).sort();
+    for (const prefix of [
+      'ключ',
+      'ключ/',
+      'ü',
+      'ÿ',
+      '\uffff',
+      '🙂',
+      '\ud83d\ude42/',
+      'a[',
+      'a*',
+      'a\\',
+      '𐀀',
+    ]) {
+      expect(await listed(prefix), `prefix ${prefix}`).toEqual(under(prefix, keys));
+    }
+    let remaining = [...keys];
+    for (const prefix of ['ключ/', 'ÿ', '\uffff', '🙂', 'a[', 'a*']) {
+      expect(await store.transact((tx) => tx.cancelSchedulePrefix(prefix)), `cancel ${prefix}`).toBe(
+        under(prefix, remaining).length,
+      );
+      remaining = remaining.filter((k) => !k.startsWith(prefix));
+      expect((await store.listSchedules()).map((s) => s.key).sort()).toEqual([...remaining].sort());
+    }
+    expect(remaining).toContain('ключи');
+    expect(remaining).toContain('ü\u00ff');
+    expect(remaining).toContain('🙃/a');
+  });
+});
+
+describe('commits', () => {
+  it('applies nothing when a later operation conflicts (no partial writes from the script)', async () => {
+    const prefix = fx.prefix();
+    const { store } = await fx.open(prefix);
+    const k = fx.keys(prefix);
+    const at = new Date(Date.now() - 1);
+    await store.transact((tx) => tx.schedule('c/1', at, message('c')));
+    const { version } = (await store.loadSchedule('c/1'))!;
+    const tx = await store.driver.begin();
+    await tx.putSchedule('c/new', at, message('n'));
+    await tx.appendEvents('agg', 0, [{ ...message('agg'), sequence: 1, timestamp: 1 }]);
+    expect(await tx.consume('c/1', version)).toBe(true);
+    // Someone else appends to the aggregate first.
+    const second = await store.driver.begin();
+    await second.appendEvents('agg', 0, [{ ...message('agg'), sequence: 1, timestamp: 2 }]);
+    await second.commit();
+    const counterBefore = await fx.admin.get(k.version);
+    await expect(tx.commit()).rejects.toMatchObject({
+      code: 'DUETIME_CONFLICT',
+      kind: 'aggregate',
+      subject: 'agg',
+    });
+    await tx.rollback();
+    expect(await store.loadSchedule('c/new')).toBeUndefined();
+    expect((await store.loadSchedule('c/1'))?.version).toBe(version);
+    expect((await store.loadEvents('agg')).map((e) => e.timestamp)).toEqual([2]);
+    expect(await fx.admin.exists(k.claim('c/1'))).toBe(0);
+    expect(await fx.admin.get(k.version)).toBe(counterBefore);
+  });
+
+  it('applies a commit once when the same commit is sent twice (a reply lost to a dropped connection)', async () => {
+    const prefix = fx.prefix();
+    const { store } = await fx.open(prefix);
+    const k = fx.keys(prefix);
+    const { ScriptRunner } = await import('../src/scripts.js');
+    const runner = new ScriptRunner(fx.admin);
+    const keys = [k.schedules, k.due, k.at, k.index, k.version, k.marker('same-commit'), k.events('agg')];
+    const args = [60_000, k.channel, 'test', 'put', 'once', String(Date.now()), JSON.stringify(message('o'))];
+    args.push(
+      'append',
+      '7',
+      'agg',
+      '0',
+      '1',
+      JSON.stringify({ ...message('agg'), sequence: 1, timestamp: 1 }),
+    );
+    expect(await runner.run('commit', keys, args)).toEqual(['ok']);
+    expect(await runner.run('commit', keys, args)).toEqual(['duplicate']);
+    expect((await store.loadSchedule('once'))?.version).toBe(1);
+    expect(await store.loadEvents('agg')).toHaveLength(1);
+    expect(await fx.admin.pttl(k.marker('same-commit'))).toBeGreaterThan(0);
+  });
+});
+
+describe('claims', () => {
+  it('keeps a second dispatcher off a schedule while a delivery holds its claim, and frees it on rollback', async () => {
+    const prefix = fx.prefix();
+    const first = await fx.open(prefix);
+    const second = await fx.open(prefix);
+    expect(first.capabilities.exclusiveClaims).toBe(true);
+    await first.store.transact((tx) => tx.schedule('claimed', new Date(Date.now() - 10), message('c')));
+    const { version } = (await first.store.loadSchedule('claimed'))!;
+    const holder = await first.store.driver.begin();
+    expect(await holder.consume('claimed', version)).toBe(true);
+    expect(await second.store.driver.dueSchedules(new Date(), 10)).toEqual([]);
+    expect(await second.store.driver.nextDueAt()).toBeUndefined();
+    const rival = await second.store.driver.begin();
+    expect(await rival.consume('claimed', version)).toBe(false);
+    await rival.rollback();
+    await holder.rollback();
+    expect((await second.store.driver.dueSchedules(new Date(), 10)).map((s) => s.key)).toEqual(['claimed']);
+    const again = await second.store.driver.begin();
+    expect(await again.consume('claimed', version)).toBe(true);
+    await again.commit();
+    expect(await first.store.loadSchedule('claimed')).toBeUndefined();
+    expect(await fx.admin.exists(fx.keys(prefix).claim('claimed'))).toBe(0);
+  });
+
+  it('can be turned off: then both consume, and only one commit wins', async () => {
+    const prefix = fx.prefix();
+    const first = await fx.open(prefix, { claims: false });
+    const second = await fx.open(prefix, { claims: false });
+    expect(first.capabilities.exclusiveClaims).toBe(false);
+    await first.store.transact((tx) => tx.schedule('open', new Date(Date.now() - 10), message('o')));
+    const { version } = (await first.store.loadSchedule('open'))!;
+    const a = await first.store.driver.begin();
+    const b = await second.store.driver.begin();
+    expect(await a.consume('open', version)).toBe(true);
+    expect(await b.consume('open', version)).toBe(true);
+    await a.commit();
+    await expect(b.commit()).rejects.toMatchObject({ kind: 'schedule' });
+  });
+});
+
+describe('change notifications', () => {
+  it('tells watchers of other instances about commits with the earliest deadline, not of their own', async () => {
+    const prefix = fx.prefix();
+    const first = await fx.open(prefix);
+    const second = await fx.open(prefix);
+    const heardByFirst: (number | undefined)[] = [];
+    const stop = first.store.driver.watch!((change) => heardByFirst.push(change.earliest?.getTime()));
+    try {
+      await waitFor('the subscriber to be ready', async () => {
+        const numsub = (await fx.admin.pubsub('NUMSUB', fx.keys(prefix).channel)) as [string, number];
+        return Number(numsub[1]) === 1;
+      });
+      const t = Date.now() + HOUR;
+      await second.store.transact(async (tx) => {
+        await tx.schedule('n/2', new Date(t + 5), message('n'));
+        await tx.schedule('n/1', new Date(t), message('n'));
+      });
+      await first.store.transact((tx) => tx.schedule('n/own', new Date(t - 5), message('n')));
+      await second.store.transact((tx) => tx.cancelSchedule('n/1'));
+      await second.store.transact((tx) => tx.schedule('n/3', new Date(t + 9), message('n')));
+      await waitFor('two notifications', () => heardByFirst.length >= 2);
+      expect(heardByFirst).toEqual([t, t + 9]);
+    } finally {
+      stop();
+    }
+    await waitFor('the subscriber to be gone', async () => {
+      const numsub = (await fx.admin.pubsub('NUMSUB', fx.keys(prefix).channel)) as [string, number];
+      return Number(numsub[1]) === 0;
+    });
+  });
+});
+
+describe('change subscriber', () => {
+  it('resubscribes after its connection is killed and tells listeners to rescan', async () => {
+    const prefix = fx.prefix();
+    const first = await fx.open(prefix);
+    const second = await fx.open(prefix);
+    const heard: (number | undefined)[] = [];
+    const stop = first.store.driver.watch!((change) => heard.push(change.earliest?.getTime()));
+    const subscribers = async () => {
+      const numsub = (await fx.admin.pubsub('NUMSUB', fx.keys(prefix).channel)) as [string, number];
+      return Number(numsub[1]);
+    };
+    try {
+      await waitFor('the subscriber', async () => (await subscribers()) === 1);
+      const list = String(await fx.admin.client('LIST'));
+      const id = list.split('\n').find((line) => line.includes(`name=duetime-watch:${prefix} `));
+      await fx.admin.client('KILL', 'ID', /\bid=(\d+)/.exec(id ?? '')![1]!);
+      await waitFor('a rescan signal', () => heard.includes(undefined));
+      await waitFor('the subscription to be back', async () => (await subscribers()) === 1);
+      const t = Date.now() + HOUR;
+      await second.store.transact((tx) => tx.schedule('after/kill', new Date(t), message('k')));
+      await waitFor('the remote commit to be heard again', () => heard.includes(t));
+    } finally {
+      stop();
+    }
+  });
+});
