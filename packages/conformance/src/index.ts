@@ -1,4 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { calendarFailoverTests } from './calendar/failover.js';
+import { calendarTests } from './calendar/scheduler.js';
 import { type ConformanceTarget, Harness, resolveCapabilities } from './harness.js';
 import { cursorTests, leaseTests } from './leases/leases.js';
 import { dispatcherTests } from './store/dispatch.js';
@@ -6,6 +8,15 @@ import { scheduleLifecycleTests, sharingTests } from './store/lifecycle.js';
 import { processTests } from './store/processes.js';
 import type { SuiteContext } from './suite.js';
 
+export {
+  CALENDAR_RUNS,
+  calendarRuns,
+  gapsAndDuplicates,
+  loadRuns,
+  Partition,
+  type RunEvent,
+  recordRun,
+} from './calendar/fixtures.js';
 export {
   type ConformanceTarget,
   freshNamespace,
@@ -17,7 +28,16 @@ export {
 } from './harness.js';
 export { appliedCount, effectMessage, effects } from './store/fixtures.js';
 export type { SuiteContext } from './suite.js';
-export { cursorTests, dispatcherTests, leaseTests, processTests, scheduleLifecycleTests, sharingTests };
+export {
+  calendarFailoverTests,
+  calendarTests,
+  cursorTests,
+  dispatcherTests,
+  leaseTests,
+  processTests,
+  scheduleLifecycleTests,
+  sharingTests,
+};
 
 /** The groups of the suite, in the order they run. */
 export const conformanceGroups = {
@@ -27,7 +47,12 @@ export const conformanceGroups = {
   processes: processTests,
   leases: leaseTests,
   cursors: cursorTests,
+  calendar: calendarTests,
+  calendarFailover: calendarFailoverTests,
 } as const;
+
+/** Groups that run backends in child processes: only for backends that declare `multiProcess`. */
+const PROCESS_GROUPS: ReadonlySet<string> = new Set(['processes', 'calendarFailover']);
 
 export type ConformanceGroup = keyof typeof conformanceGroups;
 
@@ -84,7 +109,7 @@ export function runConformance(options: ConformanceOptions): void {
     });
 
     const groups = (options.only ?? (Object.keys(conformanceGroups) as ConformanceGroup[])).filter(
-      (group) => group !== 'processes' || capabilities.multiProcess,
+      (group) => !PROCESS_GROUPS.has(group) || capabilities.multiProcess,
     );
     for (const group of groups) {
       describe(group, () => {

@@ -1,4 +1,5 @@
 import type { Backend } from '@duetime/core';
+import { calendarRoles } from './calendar.js';
 import { storeRoles } from './store.js';
 
 /** What a role gets: the backend it opened, the parent's arguments, and a signal aborted on SIGTERM. */
@@ -10,4 +11,4 @@ export interface RoleContext {
 
 export type Role = (context: RoleContext) => Promise<void>;
 
-export const roles: Record<string, Role> = { ...storeRoles };
+export const roles: Record<string, Role> = { ...storeRoles, ...calendarRoles };

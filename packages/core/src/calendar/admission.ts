@@ -151,11 +151,12 @@ export interface PlanInput {
  * (`scheduled`). Without `catchUp`, older ones are `missed`. With it, the most recent `max` within
  * `window` run oldest first (`catch_up` when older than `grace`), earlier ones in the window form one
  * `backlog_limited` record, and ones older than the window are `missed`. With no cursor
- * (`decidedThrough` undefined) nothing older than the horizon is considered at all: a first start does
- * not report a history it never saw.
+ * (`decidedThrough` undefined) only the occurrences within `grace` are considered: a first start neither
+ * replays nor reports a history it never saw (catching up needs a cursor to know what was missed).
  */
 export function planAdmission(input: PlanInput): AdmissionPlan {
-  const { timeline: tl, decidedThrough, now, grace, catchUp, limit } = input;
+  const { timeline: tl, decidedThrough, now, grace, limit } = input;
+  const catchUp = decidedThrough === undefined ? undefined : input.catchUp;
   const horizon = catchUp ? Math.max(catchUp.window, grace) : grace;
   const recentAfter = now - horizon;
   const plan: AdmissionPlan = { run: [], through: now };
