@@ -174,21 +174,24 @@ class PumpRun {
     if (kinds.once) await this.#follow(layout.onceAll, 'once');
     if (kinds.cron) await this.#follow(layout.cronAll, 'cron');
     const signal = this.#abort.signal;
+    const inflight = new Set<Promise<void>>();
     while (!signal.aborted) {
       const top = this.#heap.peek();
       const now = this.#o.clock.now();
-      if (!top || top.at > now || !this.#isLeader()) {
-        await this.#sleep(top && this.#isLeader() ? Math.min(top.at - now, IDLE_MS) : IDLE_MS);
+      const leader = this.#isLeader();
+      if (top && top.at <= now && leader && inflight.size < this.#o.concurrency) {
+        this.#heap.pop();
+        const task: Promise<void> = this.#process(top).finally(() => {
+          inflight.delete(task);
+          this.#wake?.();
+        });
+        inflight.add(task);
         continue;
       }
-      const batch: DueEntry[] = [];
-      while (batch.length < this.#o.concurrency) {
-        const next = this.#heap.peek();
-        if (!next || next.at > now) break;
-        batch.push(this.#heap.pop() as DueEntry);
-      }
-      await Promise.all(batch.map((entry) => this.#process(entry)));
+      if (inflight.size >= this.#o.concurrency) await Promise.race(inflight);
+      else await this.#sleep(top && leader ? Math.min(top.at - now, IDLE_MS) : IDLE_MS);
     }
+    await Promise.allSettled(inflight);
   }
 
   /** Follows one kind of definition from the start of the stream with an ordered consumer. */
