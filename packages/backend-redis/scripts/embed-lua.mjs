@@ -47,7 +47,8 @@ export function renderModule(scripts) {
   ];
   for (const [name, script] of Object.entries(scripts)) {
     lines.push(`  ${/^[a-z]+$/.test(name) ? name : `'${name}'`}: {`);
-    lines.push(`    source: ${JSON.stringify(script.source)},`);
+    // As the formatter lays it out: a string too long for the line goes on a line of its own.
+    lines.push('    source:', `      ${JSON.stringify(script.source)},`);
     lines.push(`    sha: '${script.sha}',`);
     lines.push(`    readOnly: ${script.readOnly},`);
     lines.push('  },');
