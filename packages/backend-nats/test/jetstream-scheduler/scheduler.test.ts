@@ -1,4 +1,4 @@
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Terminal } from '../../src/jetstream-scheduler/index.js';
@@ -120,7 +120,11 @@ for (const mode of MODE_CASES) {
       const scheduler = harness.scheduler({ ...mode.options, duplicateWindow: 1_000 });
       const c = await collect(scheduler, 'atid-replace');
       const first = await scheduler.atId('invoice/8', 'r', new Date(Date.now() + 2_500), 'old');
-      await waitFor('the dedup window to pass', () => Date.now() > first.due.getTime() - 2_500 + 1_300, 5_000);
+      await waitFor(
+        'the dedup window to pass',
+        () => Date.now() > first.due.getTime() - 2_500 + 1_300,
+        5_000,
+      );
       const second = await scheduler.atId('invoice/8', 'r', new Date(Date.now() + 100), 'new');
       expect(second.duplicate).toBe(false);
       expect(second.subject).toBe(first.subject);
@@ -236,6 +240,16 @@ for (const mode of MODE_CASES) {
       );
       expect(c.calls.map((call) => call.info.deliveries)).toEqual([1, 2, 3]);
       expect(c.deadLetters).toHaveLength(1);
+    });
+
+    it('a fired message that is not JSON is dead-lettered as undecodable without running the handler', async () => {
+      const scheduler = harness.scheduler(mode.options);
+      const c = await collect(scheduler, 'undecodable');
+      await jetstream(nc).publish(scheduler.fireSubject('raw/key'), 'not json {');
+      await waitFor('the dead letter', () => c.deadLetters.length > 0);
+      expect(c.deadLetters[0]).toMatchObject({ key: 'raw/key', reason: 'undecodable', deliveries: 1 });
+      expect(c.deadLetters[0]?.firedId).toMatch(/^seq:\d+$/);
+      expect(c.calls).toEqual([]);
     });
 
     it('reclaimFired() purges acknowledged fires only, never definitions or unacknowledged fires', async () => {
