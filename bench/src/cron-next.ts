@@ -3,10 +3,10 @@
  *
  * Each library steps through consecutive occurrences from the same start (its result is the next call's
  * input), restarting at the start when the walk reaches the end of the range, so the DST case keeps
- * crossing transitions. Every library is warmed up first; each round times a fixed number of calls and
- * the median round is reported.
+ * crossing transitions. Every library is warmed up first, then timed in rounds of about the same length,
+ * round-robin; the median round's CPU time per call is reported (with the best round and wall time).
  *
- * Run: cd bench && npx tsx --conditions=source src/cron-next.ts [--rounds 7] [--calls 20000]
+ * Run: cd bench && npx tsx --conditions=source src/cron-next.ts [--rounds 15] [--round-ms 60]
  * Writes bench/results/cron-next.json.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -118,57 +118,84 @@ interface Result {
   expression: string;
   zone: string;
   library: string;
+  /** Median over rounds of CPU time per call (user + system), in nanoseconds. */
   nsPerCall: number;
-  callsPerSecond: number;
-  calls: number;
+  /** Best round's CPU time per call. */
+  bestNsPerCall: number;
+  /** Median over rounds of wall-clock time per call. */
+  wallNsPerCall: number;
+  callsPerRound: number;
   rounds: number;
 }
 
+interface Timing {
+  cpu: number[];
+  wall: number[];
+}
+
+const cpuNow = () => {
+  const { user, system } = process.cpuUsage();
+  return (user + system) * 1000; // ns
+};
+
 /**
- * Times every stepper round-robin (one round of each, then the next round), so that a burst of load from
- * elsewhere on the machine hits all libraries alike; returns the median ns per call of each.
+ * Times every stepper round-robin (one round of each, then the next round), so that load from elsewhere on
+ * the machine hits all libraries alike. Rounds are sized to about `roundMs` per library from a calibration
+ * during warm-up. CPU time is reported as well as wall time: on a shared machine it is the steadier of the
+ * two, since time spent waiting for a core is not counted.
  */
-function measure(steppers: Array<{ step: Stepper; calls: number }>, rounds: number): number[] {
+function measure(steppers: Stepper[], rounds: number, roundMs: number): Array<Timing & { calls: number }> {
   let sink = 0;
-  // Warm-up: long enough for the JIT to settle and for every library to fill its caches.
-  for (const { step } of steppers) {
-    const warmUntil = performance.now() + 300;
-    while (performance.now() < warmUntil) for (let i = 0; i < 200; i++) sink += step();
-  }
-  const perCall: number[][] = steppers.map(() => []);
+  const calls = steppers.map((step) => {
+    // Warm-up: long enough for the JIT to settle and for every library to fill its caches.
+    let n = 0;
+    const t0 = performance.now();
+    while (performance.now() - t0 < 400) {
+      for (let i = 0; i < 100; i++) sink += step();
+      n += 100;
+    }
+    const msPerCall = (performance.now() - t0) / n;
+    return Math.max(100, Math.round(roundMs / msPerCall));
+  });
+  const timings: Timing[] = steppers.map(() => ({ cpu: [], wall: [] }));
   for (let r = 0; r < rounds; r++) {
-    steppers.forEach(({ step, calls }, s) => {
-      const t0 = process.hrtime.bigint();
-      for (let i = 0; i < calls; i++) sink += step();
-      perCall[s]?.push(Number(process.hrtime.bigint() - t0) / calls);
+    steppers.forEach((step, s) => {
+      const n = calls[s] as number;
+      const cpu0 = cpuNow();
+      const wall0 = process.hrtime.bigint();
+      for (let i = 0; i < n; i++) sink += step();
+      const wall = Number(process.hrtime.bigint() - wall0);
+      const cpu = cpuNow() - cpu0;
+      timings[s]?.cpu.push(cpu / n);
+      timings[s]?.wall.push(wall / n);
     });
   }
   if (sink === 42) console.log('');
-  return perCall.map(median);
+  return timings.map((t, i) => ({ ...t, calls: calls[i] as number }));
 }
 
 function main(): void {
-  const rounds = argument('rounds', 7);
-  const baseCalls = argument('calls', 20_000);
+  const rounds = argument('rounds', 15);
+  const roundMs = argument('round-ms', 60);
   const results: Result[] = [];
   for (const c of CASES) {
     const libraries = LIBRARIES.filter((library) => library.only === undefined || library.only(c));
-    // The slow libraries get fewer calls per round so that one run stays around a minute.
-    const calls = libraries.map((library) => (library.name === 'duetime' ? baseCalls * 10 : baseCalls));
-    const nsPerCall = measure(
-      libraries.map((library, i) => ({ step: library.make(c), calls: calls[i] as number })),
+    const timings = measure(
+      libraries.map((library) => library.make(c)),
       rounds,
+      roundMs,
     );
     libraries.forEach((library, i) => {
-      const ns = nsPerCall[i] as number;
+      const t = timings[i] as Timing & { calls: number };
       results.push({
         case: c.name,
         expression: c.expression,
         zone: c.zone,
         library: library.name,
-        nsPerCall: Math.round(ns),
-        callsPerSecond: Math.round(1e9 / ns),
-        calls: calls[i] as number,
+        nsPerCall: Math.round(median(t.cpu)),
+        bestNsPerCall: Math.round(Math.min(...t.cpu)),
+        wallNsPerCall: Math.round(median(t.wall)),
+        callsPerRound: t.calls,
         rounds,
       });
     });
@@ -180,7 +207,8 @@ function main(): void {
       expression: `${r.expression} (${r.zone})`,
       library: r.library,
       'ns/call': r.nsPerCall,
-      'calls/s': r.callsPerSecond.toLocaleString('en-US'),
+      'best ns/call': r.bestNsPerCall,
+      'wall ns/call': r.wallNsPerCall,
       'vs duetime': r.library === 'duetime' ? '1.0x' : `${(r.nsPerCall / own.nsPerCall).toFixed(1)}x slower`,
     };
   });
@@ -196,6 +224,7 @@ function main(): void {
         node: process.version,
         cpu: os.cpus()[0]?.model ?? 'unknown',
         cores: os.cpus().length,
+        loadAverage: os.loadavg().map((l) => Math.round(l * 100) / 100),
         results,
       },
       null,
