@@ -101,15 +101,15 @@ export class ChangeNotifier {
   async #listen(signal: AbortSignal): Promise<void> {
     let failures = 0;
     let missedSome = false;
+    const aborted = new Promise<void>((resolve) =>
+      signal.addEventListener('abort', () => resolve(), { once: true }),
+    );
     while (!signal.aborted) {
       const client = this.#createClient();
       const lost = new Promise<unknown>((resolve) => {
         client.on('error', resolve);
         client.on('end', () => resolve(new Error('the LISTEN connection ended')));
       });
-      const aborted = new Promise<void>((resolve) =>
-        signal.addEventListener('abort', () => resolve(), { once: true }),
-      );
       client.on('notification', (message) => this.#onNotification(message));
       try {
         await client.connect();

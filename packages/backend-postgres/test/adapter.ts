@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { userInfo } from 'node:os';
 import type { Backend } from '@duetime/core';
 import pg from 'pg';
@@ -6,23 +7,31 @@ import { createPostgresBackend } from '../src/index.js';
 /** The server the tests use (trust auth, database `test`); DUETIME_PG_URL overrides it. */
 export const PG_URL = process.env.DUETIME_PG_URL ?? 'postgres://127.0.0.1:5432/test';
 
-/** Schemas opened by this process, dropped by {@link dropSchemas} at the end of a test file. */
-const opened = new Set<string>();
+/**
+ * A prefix for the schemas of this test run, inherited by the child processes the conformance suite
+ * starts (they get the parent's environment), so {@link dropSchemas} can drop every schema of the run,
+ * including those only a killed child opened, without touching other runs going on at the same time.
+ */
+const RUN = (process.env.DUETIME_PG_TEST_RUN ??= `t${randomBytes(4).toString('hex')}`);
+
+/** The schema holding a namespace's data. */
+export function schemaFor(namespace: string): string {
+  return `${RUN}_${namespace}`;
+}
 
 /**
- * Opens a backend whose data lives in the schema named `namespace` (created by the migrations), so the
- * same namespace gives the same data and a fresh one an empty, isolated schema. Fails at once, naming
- * the service and how to start it, when PostgreSQL does not answer.
+ * Opens a backend whose data lives in a schema named after `namespace` (created by the migrations), so
+ * the same namespace gives the same data and a fresh one an empty, isolated schema. Fails at once,
+ * naming the service and how to start it, when PostgreSQL does not answer.
  */
 export async function open(
   namespace: string,
   options: { applicationName?: string } = {},
 ): Promise<Backend<pg.PoolClient>> {
-  opened.add(namespace);
   try {
     return await createPostgresBackend(
       { connectionString: PG_URL },
-      { schema: namespace, poolSize: 6, connectionTimeoutMs: 5_000, ...options },
+      { schema: schemaFor(namespace), poolSize: 6, connectionTimeoutMs: 5_000, ...options },
     );
   } catch (error) {
     if ((error as { transient?: boolean }).transient)
@@ -49,13 +58,14 @@ export function urlWithUser(url: string): string {
   return withUser.toString();
 }
 
-/** Drops every schema this process opened (call from afterAll). */
+/** Drops every schema of this test run (call from afterAll). */
 export async function dropSchemas(): Promise<void> {
-  if (opened.size === 0) return;
   const client = await adminClient();
   try {
-    for (const schema of opened) await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    opened.clear();
+    const found = await client.query('SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1)', [
+      `${RUN}_`,
+    ]);
+    for (const row of found.rows) await client.query(`DROP SCHEMA IF EXISTS "${row.nspname}" CASCADE`);
   } finally {
     await client.end();
   }

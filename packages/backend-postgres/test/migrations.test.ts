@@ -12,7 +12,7 @@ import {
   migrations,
   SCHEMA_VERSION,
 } from '../src/index.js';
-import { adminClient, dropSchemas, open, PG_URL, urlWithUser } from './adapter.js';
+import { adminClient, PG_URL, urlWithUser } from './adapter.js';
 
 const url = urlWithUser(PG_URL);
 const childScript = fileURLToPath(new URL('./fixtures/migrate-child.ts', import.meta.url));
@@ -63,7 +63,6 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const name of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${name}" CASCADE`);
   await admin.end();
-  await dropSchemas();
 });
 
 describe('migrations', () => {
@@ -117,7 +116,7 @@ describe('migrations', () => {
       from: 1,
       to: SCHEMA_VERSION,
     });
-    const backend = await open(name);
+    const backend = await createPostgresBackend({ connectionString: url }, { schema: name, migrate: false });
     expect(await backend.leases.acquire('k', 'o', 1000)).toEqual({ token: 1 });
     await backend.close();
   });

@@ -2,7 +2,7 @@ import { freshNamespace } from '@duetime/conformance';
 import { type Backend, InvalidArgumentError, type Message } from '@duetime/core';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { adminClient, dropSchemas, open } from './adapter.js';
+import { adminClient, dropSchemas, open, schemaFor } from './adapter.js';
 
 const HOUR = 3_600_000;
 const msg = (id: string, data?: unknown): Message => ({
@@ -25,7 +25,7 @@ afterAll(async () => {
 });
 
 async function clear(): Promise<void> {
-  await admin.query(`DELETE FROM "${backend.namespace}".schedules`);
+  await admin.query(`DELETE FROM "${schemaFor(backend.namespace)}".schedules`);
 }
 
 async function insertMany(
@@ -49,10 +49,10 @@ describe('the due index', () => {
       (i) => `idx/${i}`,
       (i) => base + i * 1000,
     );
-    await admin.query(`ANALYZE "${backend.namespace}".schedules`);
+    await admin.query(`ANALYZE "${schemaFor(backend.namespace)}".schedules`);
     const plan = async (sql: string) =>
       (await admin.query(`EXPLAIN ${sql}`)).rows.map((r) => r['QUERY PLAN'] as string).join('\n');
-    const s = `"${backend.namespace}".schedules`;
+    const s = `"${schemaFor(backend.namespace)}".schedules`;
     const due = await plan(
       `SELECT * FROM ${s} WHERE due_at <= now() + interval '2 hours' ORDER BY due_at, key LIMIT 64`,
     );

@@ -4,7 +4,7 @@ import { BackendError, ClosedError, type Message } from '@duetime/core';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresBackend } from '../src/index.js';
-import { adminClient, dropSchemas, open, PG_URL, urlWithUser } from './adapter.js';
+import { adminClient, dropSchemas, open, PG_URL, schemaFor, urlWithUser } from './adapter.js';
 
 const HOUR = 3_600_000;
 const msg = (id: string, data?: unknown): Message => ({
@@ -24,7 +24,7 @@ afterAll(async () => {
 
 /** A backend on the application's own pool, with an application table next to duetime's. */
 async function withAppTable() {
-  const schema = freshNamespace();
+  const schema = schemaFor(freshNamespace());
   const pool = new pg.Pool({ connectionString: urlWithUser(PG_URL), max: 4 });
   const backend = await createPostgresBackend({ pool }, { schema });
   await pool.query(`CREATE TABLE "${schema}".orders (id text PRIMARY KEY, status text NOT NULL)`);

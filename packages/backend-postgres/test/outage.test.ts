@@ -1,0 +1,137 @@
+import { randomBytes } from 'node:crypto';
+import { appliedCount, effectMessage, effects, freshNamespace, waitFor } from '@duetime/conformance';
+import { BackendError, Dispatcher, type Logger } from '@duetime/core';
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { adminClient, dropSchemas, open } from './adapter.js';
+
+let admin: pg.Client;
+beforeAll(async () => {
+  admin = await adminClient();
+});
+afterAll(async () => {
+  await admin.end();
+  await dropSchemas();
+});
+
+/** Remembers what components logged, to show they noticed the outage and carried on. */
+function recordingLogger(): Logger & { lines: string[] } {
+  const lines: string[] = [];
+  const record = (level: string) => (message: string) => {
+    lines.push(`${level}: ${message}`);
+  };
+  return { lines, debug: () => {}, info: record('info'), warn: record('warn'), error: record('error') };
+}
+
+describe('outage: the server terminates duetime’s connections again and again', () => {
+  it('keeps the dispatcher, a writer and a lease holder running; every schedule ends pending or consumed with its effect exactly once', async () => {
+    const namespace = freshNamespace();
+    const applicationName = `dt-outage-${randomBytes(3).toString('hex')}`;
+    const worker = await open(namespace, { applicationName });
+    const writer = await open(namespace, { applicationName });
+    const logger = recordingLogger();
+    const dispatcher = new Dispatcher({
+      store: worker.store,
+      logger,
+      concurrency: 4,
+      rescanInterval: 200,
+      retryDelay: 30,
+      processor: async (tx, message, { schedule }) => {
+        await tx.exec(effects, message.aggregateId, (_s, ag) =>
+          ag.raise('effect.applied', { key: schedule.key, version: schedule.version }),
+        );
+      },
+    });
+    const controller = new AbortController();
+    const running = dispatcher.run(controller.signal);
+
+    const committed: number[] = [];
+    const uncertain: number[] = [];
+    const writerErrors: unknown[] = [];
+    const tokens: number[] = [];
+    const leaseErrors: unknown[] = [];
+    let refusedWithoutRival = 0;
+    let stop = false;
+
+    const writing = (async () => {
+      for (let i = 0; !stop; i++) {
+        try {
+          await writer.store.transact((tx) =>
+            tx.schedule(`o/${i}`, new Date(Date.now() + (i % 5) * 20), effectMessage(`o-${i}`, { i })),
+          );
+          committed.push(i);
+        } catch (error) {
+          uncertain.push(i); // the commit may or may not have happened
+          writerErrors.push(error);
+        }
+      }
+    })();
+    const leasing = (async () => {
+      while (!stop) {
+        try {
+          const grant = await worker.leases.acquire('outage/leader', 'only-owner', 3_000);
+          if (grant) tokens.push(grant.token);
+          else refusedWithoutRival++;
+        } catch (error) {
+          leaseErrors.push(error);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    })();
+
+    let terminated = 0;
+    try {
+      await waitFor('some deliveries before the outage', () => dispatcher.snapshot().delivered >= 20);
+      const until = Date.now() + 4_000;
+      while (Date.now() < until) {
+        const result = await admin.query(
+          'SELECT count(*)::int AS n FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1) t',
+          [applicationName],
+        );
+        terminated += result.rows[0].n as number;
+        await new Promise((resolve) => setTimeout(resolve, 100 + Math.random() * 100));
+      }
+      const deliveredBefore = dispatcher.snapshot().delivered;
+      await waitFor(
+        'deliveries to resume after the outage',
+        () => dispatcher.snapshot().delivered > deliveredBefore + 20,
+      );
+    } finally {
+      stop = true;
+      await Promise.all([writing, leasing]);
+    }
+
+    try {
+      await waitFor(
+        'every due schedule to be consumed',
+        async () => (await worker.store.listSchedules()).length === 0,
+        {
+          timeoutMs: 60_000,
+        },
+      );
+      expect(dispatcher.snapshot().running).toBe(true);
+      expect(terminated).toBeGreaterThan(10);
+      // The outage was felt (failed writes or retried deliveries), and every failure was a typed backend error.
+      expect(writerErrors.length + dispatcher.snapshot().failed + leaseErrors.length).toBeGreaterThan(0);
+      for (const error of [...writerErrors, ...leaseErrors]) expect(error).toBeInstanceOf(BackendError);
+      // Exactly once: every committed schedule delivered its effect once; an uncertain one at most once.
+      expect(committed.length).toBeGreaterThan(40);
+      for (const i of committed) expect(await appliedCount(worker.store, `o-${i}`), `o/${i}`).toBe(1);
+      for (const i of uncertain) expect(await appliedCount(worker.store, `o-${i}`)).toBeLessThanOrEqual(1);
+      // The only contender was never told someone else held the lease; tokens never went back.
+      expect(refusedWithoutRival).toBe(0);
+      for (let i = 1; i < tokens.length; i++) expect(tokens[i]).toBeGreaterThanOrEqual(tokens[i - 1]!);
+      // Still fully working afterwards, push channel included.
+      await writer.store.transact((tx) => tx.schedule('after/1', new Date(), effectMessage('after')));
+      await waitFor(
+        'a schedule after the outage',
+        async () => (await appliedCount(worker.store, 'after')) === 1,
+      );
+    } finally {
+      controller.abort();
+      await running;
+      await worker.close();
+      await writer.close();
+    }
+  }, 120_000);
+});
