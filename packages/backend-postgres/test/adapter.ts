@@ -12,7 +12,8 @@ export const PG_URL = process.env.DUETIME_PG_URL ?? 'postgres://127.0.0.1:5432/t
  * starts (they get the parent's environment), so {@link dropSchemas} can drop every schema of the run,
  * including those only a killed child opened, without touching other runs going on at the same time.
  */
-const RUN = (process.env.DUETIME_PG_TEST_RUN ??= `t${randomBytes(4).toString('hex')}`);
+process.env.DUETIME_PG_TEST_RUN ??= `t${randomBytes(4).toString('hex')}`;
+const RUN = process.env.DUETIME_PG_TEST_RUN;
 
 /** The schema holding a namespace's data. */
 export function schemaFor(namespace: string): string {
