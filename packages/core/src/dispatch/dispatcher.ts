@@ -121,6 +121,12 @@ export class Dispatcher<Sql = unknown> {
   readonly #abort = new AbortController();
   #wakeUp: (() => void) | undefined;
   #woken = false;
+  /** A change notification arrived: the buffer may miss a schedule that is due earlier. */
+  #changed = false;
+  #buffer: Schedule[] = [];
+  /** The last page read was full: more may be due behind it (true also when nothing was read yet). */
+  #bufferFull = true;
+  #bufferedAt = Number.NEGATIVE_INFINITY;
   #armedAt = Number.POSITIVE_INFINITY;
   #done: Promise<void> | undefined;
   #stats = { delivered: 0, failed: 0, retried: 0, deadLettered: 0, skipped: 0 };
@@ -247,32 +253,61 @@ export class Dispatcher<Sql = unknown> {
   }
 
   #onChange(change: StoreChange): void {
+    this.#changed = true;
     if (change.earliest === undefined || change.earliest.getTime() < this.#armedAt) this.wake();
   }
 
-  /** Starts what is due; returns how long to sleep before the next look. */
+  #startable(schedule: Schedule): boolean {
+    return (
+      !this.#inFlight.has(schedule.key) && !this.#localBackoff.has(`${schedule.key}@${schedule.version}`)
+    );
+  }
+
+  /**
+   * Starts what is due; returns how long to sleep before the next look. Due schedules are read a page at
+   * a time into a small buffer that finishing deliveries draw from, so a busy dispatcher does not re-read
+   * the head of the due index for every delivery. The buffer is dropped on a change notification and
+   * after a rescan period, and a buffered schedule that went stale is simply skipped at consumption.
+   */
   async #tick(): Promise<number> {
     const now = this.#clock.now();
     for (const [id, until] of this.#localBackoff) if (until <= now) this.#localBackoff.delete(id);
+    if (this.#changed || now - this.#bufferedAt >= this.#rescanInterval) {
+      this.#buffer = [];
+      this.#bufferFull = true;
+      this.#changed = false;
+    }
+    let fetched = false;
     for (;;) {
-      const free = this.#concurrency - this.#inFlight.size;
-      if (free <= 0) return this.#rescanInterval; // a finishing delivery wakes the loop
-      const page = await this.#store.driver.dueSchedules(new Date(now), this.#batchSize);
-      if (this.#state !== 'running') return 0;
-      let started = 0;
-      for (const schedule of page) {
-        if (started >= free) break;
-        if (this.#inFlight.has(schedule.key) || this.#localBackoff.has(`${schedule.key}@${schedule.version}`))
-          continue;
-        this.#start(schedule);
-        started++;
+      if (this.#buffer.length === 0) {
+        // Everything the last page held has started and that page was the whole due set.
+        if (!this.#bufferFull) break;
+        fetched = true;
+        const page = await this.#store.driver.dueSchedules(new Date(now), this.#batchSize);
+        if (this.#state !== 'running') return 0;
+        this.#buffer = page.filter((s) => this.#startable(s));
+        this.#bufferFull = page.length >= this.#batchSize;
+        this.#bufferedAt = now;
+        if (this.#buffer.length === 0) break;
       }
-      if (page.length < this.#batchSize || started === 0) break;
+      while (this.#inFlight.size < this.#concurrency && this.#buffer.length > 0) {
+        const schedule = this.#buffer.shift()!;
+        if (this.#startable(schedule)) this.#start(schedule);
+      }
+      // Slots are full with work still buffered: a finishing delivery wakes the loop.
+      if (this.#buffer.length > 0) return this.#rescanInterval;
+      if (!this.#bufferFull) break;
+      if (this.#inFlight.size >= this.#concurrency) return this.#rescanInterval;
     }
     const next = await this.#store.driver.nextDueAt();
     if (next === undefined) return this.#rescanInterval;
     const delay = next.getTime() - this.#clock.now();
     if (delay > 0) return Math.min(delay, this.#rescanInterval);
+    if (!fetched) {
+      // Something fell due since the last page was read (a retry, say): read again now.
+      this.#bufferFull = true;
+      return 0;
+    }
     // Due now but nothing could start: all in flight (a finishing delivery wakes us), or held back locally
     // (look again when the earliest hold ends).
     if (this.#inFlight.size > 0) return this.#rescanInterval;
