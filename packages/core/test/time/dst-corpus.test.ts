@@ -199,11 +199,11 @@ describe('DST worked examples (every policy)', () => {
  * the same occurrences walked backwards with prev().
  */
 const CORPUS: Array<{ zone: string; from: string; to: string }> = [
-  { zone: 'America/New_York', from: '2025-01-01', to: '2027-01-01' },
+  { zone: 'America/New_York', from: '2026-01-01', to: '2027-01-01' },
   { zone: 'Europe/London', from: '2026-01-01', to: '2027-01-01' },
   { zone: 'Europe/Berlin', from: '2026-01-01', to: '2027-01-01' },
-  { zone: 'Australia/Lord_Howe', from: '2025-01-01', to: '2027-01-01' },
-  { zone: 'America/Santiago', from: '2025-01-01', to: '2027-01-01' },
+  { zone: 'Australia/Lord_Howe', from: '2026-01-01', to: '2027-01-01' },
+  { zone: 'America/Santiago', from: '2026-01-01', to: '2027-01-01' },
   { zone: 'America/Havana', from: '2026-01-01', to: '2027-01-01' },
   { zone: 'America/Asuncion', from: '2023-01-01', to: '2025-01-01' },
   { zone: 'Asia/Beirut', from: '2026-01-01', to: '2027-01-01' },
