@@ -70,21 +70,46 @@ async function deliver(count: number, concurrency: number): Promise<void> {
   });
 }
 
-/** CPU seconds used so far by the PostgreSQL backends serving this process (same machine only). */
-async function serverCpuSeconds(): Promise<number | undefined> {
-  const rows = (await sql(
-    `SELECT pid FROM pg_stat_activity WHERE application_name = '${applicationName}'`,
-  )) as { pid: number }[];
-  try {
-    let ticks = 0;
+/**
+ * CPU time of the PostgreSQL backends serving this process (same machine only), sampled while `run`
+ * runs: connections come and go (the pool closes idle ones), so each backend counts from when it was
+ * first seen to when it was last seen.
+ */
+async function serverCpuSecondsDuring(run: () => Promise<void>): Promise<number | undefined> {
+  const first = new Map<number, number>();
+  const last = new Map<number, number>();
+  let readable = true;
+  const sample = async () => {
+    const rows = (await sql(
+      `SELECT pid FROM pg_stat_activity WHERE application_name = '${applicationName}'`,
+    )) as { pid: number }[];
     for (const { pid } of rows) {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]);
+      try {
+        const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+        const ticks = Number(fields[11]) + Number(fields[12]);
+        if (!first.has(pid)) first.set(pid, ticks);
+        last.set(pid, ticks);
+      } catch {
+        readable = false;
+      }
     }
-    return ticks / 100;
-  } catch {
-    return undefined;
-  }
+  };
+  await sample();
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      await new Promise((r) => setTimeout(r, 1000));
+      await sample();
+    }
+  })();
+  await run();
+  sampling = false;
+  await sampler;
+  await sample();
+  if (!readable) return undefined;
+  let ticks = 0;
+  for (const [pid, end] of last) ticks += end - (first.get(pid) ?? end);
+  return ticks / 100;
 }
 
 try {
@@ -119,17 +144,12 @@ try {
   await new Promise((r) => setTimeout(r, 2000));
   const seconds = 20;
   const cpuBefore = process.cpuUsage();
-  const serverBefore = await serverCpuSeconds();
-  await new Promise((r) => setTimeout(r, seconds * 1000));
+  const serverSeconds = await serverCpuSecondsDuring(() => new Promise((r) => setTimeout(r, seconds * 1000)));
   const cpu = process.cpuUsage(cpuBefore);
-  const serverAfter = await serverCpuSeconds();
   controller.abort();
   await running;
   const clientPct = ((cpu.user + cpu.system) / 1e6 / seconds) * 100;
-  const serverPct =
-    serverBefore !== undefined && serverAfter !== undefined
-      ? ((serverAfter - serverBefore) / seconds) * 100
-      : undefined;
+  const serverPct = serverSeconds === undefined ? undefined : (serverSeconds / seconds) * 100;
   console.log(
     `${'idle CPU, 100,000 pending, 1 dispatcher (default 1 s rescan)'.padEnd(52)} client ${clientPct.toFixed(2)} %, server ${serverPct === undefined ? 'n/a' : `${serverPct.toFixed(2)} %`} of one core`,
   );

@@ -52,6 +52,7 @@ export async function createPostgresBackend(
   const notifier = new ChangeNotifier({
     schema: config.schema,
     createClient: config.listenClient,
+    send: (sql) => conn.query('announce schedule change', sql),
     logger: config.logger,
   });
   const store = createStore(new PostgresStoreDriver(conn, notifier), {

@@ -39,8 +39,9 @@ function last<R extends Record<string, unknown>>(result: Result<R>): pg.QueryRes
  *   on the client as soon as the application takes `tx.sql`, ahead of its own queries).
  * - `putSchedule` is buffered (the last put per key wins) and written in one multi-row upsert in front of
  *   the next statement, or with the COMMIT. So a transaction that only schedules is one round trip:
- *   `BEGIN; INSERT …; SELECT pg_notify(…); COMMIT`. The application's own SQL in the same transaction
+ *   `BEGIN; INSERT …; COMMIT`. The application's own SQL in the same transaction
  *   sees those rows once a duetime call or the commit has sent them (`tx.loadSchedule` always does).
+ * - Other instances are told after the commit (see {@link ChangeNotifier.announce}).
  * - Statements use the simple protocol with values inlined as escaped literals, so the pieces can share
  *   one message.
  */
@@ -191,13 +192,7 @@ export class PostgresTransaction implements DriverTransaction<pg.PoolClient> {
     let result: pg.QueryResult;
     try {
       this.#reportFailure('commit');
-      let text = this.#prefix();
-      if (this.#putAny) {
-        // Queued in the transaction, delivered only if it commits.
-        const { channel, payload } = this.#notifier.notification(this.#earliest);
-        text += `SELECT pg_notify(${channel}, ${payload}); `;
-      }
-      result = last(await this.#out.client.query(`${text}COMMIT`));
+      result = last(await this.#out.client.query(`${this.#prefix()}COMMIT`));
     } catch (error) {
       // Whether a COMMIT that lost its connection took effect is unknown: report it, never retry it.
       await this.#out.rollback();
@@ -211,6 +206,7 @@ export class PostgresTransaction implements DriverTransaction<pg.PoolClient> {
         'commit',
         'the transaction had failed on an earlier statement (an error caught inside it) and was rolled back',
       );
+    if (this.#putAny && this.#earliest !== undefined) this.#notifier.announce(this.#earliest);
   }
 
   async rollback(): Promise<void> {
