@@ -39,7 +39,9 @@ const ZONES = ['UTC', 'Europe/Berlin', 'America/New_York', 'Asia/Tokyo', 'Austra
 
 /** Everything every minute: the worst case, 10,000 admissions and runs per simulated minute. */
 function everyMinute(count: number): Declaration[] {
-  return Array.from({ length: count }, (_, i) => calendar(ZONES[i % ZONES.length] as string).everyMinute(`m${i}`, noop));
+  return Array.from({ length: count }, (_, i) =>
+    calendar(ZONES[i % ZONES.length] as string).everyMinute(`m${i}`, noop),
+  );
 }
 
 /** A spread: 10% every minute, 20% every 5–15 min, 30% hourly at some minute, 40% daily at some time. */
@@ -50,7 +52,11 @@ function spread(count: number): Declaration[] {
     if (slot === 0) return zone.everyMinute(`s${i}`, noop);
     if (slot <= 2) return zone.cron(`s${i}`, `*/${[5, 10, 15][i % 3]} * * * *`, noop);
     if (slot <= 5) return zone.cron(`s${i}`, `${i % 60} * * * *`, noop);
-    return zone.dailyAt(`s${i}`, `${String(i % 24).padStart(2, '0')}:${String((i * 7) % 60).padStart(2, '0')}`, noop);
+    return zone.dailyAt(
+      `s${i}`,
+      `${String(i % 24).padStart(2, '0')}:${String((i * 7) % 60).padStart(2, '0')}`,
+      noop,
+    );
   });
 }
 
@@ -63,7 +69,10 @@ interface TickCost {
   cpuMsPerMinuteNet: number;
 }
 
-async function simulate(declarations: Declaration[], minutes: number): Promise<{ cpuMs: number; runs: number }> {
+async function simulate(
+  declarations: Declaration[],
+  minutes: number,
+): Promise<{ cpuMs: number; runs: number }> {
   const clock = new ManualClock(Date.UTC(2026, 2, 2, 9, 59, 30));
   const backend = createMemoryBackend({ clock });
   const scheduler = new Scheduler({
@@ -144,7 +153,14 @@ function start(file: string) {
   const require = createRequire(import.meta.url);
   const child = spawn(
     process.execPath,
-    ['--import', pathToFileURL(require.resolve('tsx')).href, '--conditions=source', fileURLToPath(import.meta.url), '--replica', file],
+    [
+      '--import',
+      pathToFileURL(require.resolve('tsx')).href,
+      '--conditions=source',
+      fileURLToPath(import.meta.url),
+      '--replica',
+      file,
+    ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   const lines: { text: string; at: number }[] = [];
@@ -187,7 +203,9 @@ async function failover(dir: string, round: number): Promise<number> {
   const ms = admitted.at - killedAt;
   second.child.kill('SIGTERM');
   await new Promise((resolve) => second.child.once('exit', resolve));
-  console.log(`failover ${round + 1}: leader SIGKILL → first occurrence admitted by the other replica in ${ms} ms`);
+  console.log(
+    `failover ${round + 1}: leader SIGKILL → first occurrence admitted by the other replica in ${ms} ms`,
+  );
   return ms;
 }
 
@@ -206,7 +224,9 @@ async function main(): Promise<void> {
   }
   const sorted = [...takeovers].sort((a, b) => a - b);
   const median = sorted.length > 0 ? sorted[Math.floor(sorted.length / 2)] : null;
-  console.log(`failover median ${median} ms over ${takeovers.length} (defaults: leadershipTTL 10,000 ms, pollInterval 1,000 ms)`);
+  console.log(
+    `failover median ${median} ms over ${takeovers.length} (defaults: leadershipTTL 10,000 ms, pollInterval 1,000 ms)`,
+  );
   const out = join(dirname(fileURLToPath(import.meta.url)), '..', 'results', 'calendar-probe.json');
   mkdirSync(dirname(out), { recursive: true });
   writeFileSync(

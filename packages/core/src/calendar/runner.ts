@@ -29,14 +29,51 @@ function codeFor(reason: Reason): DuetimeErrorCode {
   return 'DUETIME_LEADERSHIP_LOST';
 }
 
+/**
+ * One `abort` listener per shared signal, fanning out to many subscribers. Node's `addEventListener`
+ * scans the listeners already there, so thousands of runs listening to the same stop or leadership
+ * signal directly would cost quadratic time.
+ */
+export class AbortFanout {
+  readonly #subscribers = new WeakMap<AbortSignal, Set<() => void>>();
+
+  /** Calls `fn` once when `signal` aborts (at once if it already has); returns an unsubscribe function. */
+  subscribe(signal: AbortSignal, fn: () => void): () => void {
+    if (signal.aborted) {
+      fn();
+      return () => {};
+    }
+    let set = this.#subscribers.get(signal);
+    if (!set) {
+      const subscribers = new Set<() => void>();
+      set = subscribers;
+      this.#subscribers.set(signal, subscribers);
+      signal.addEventListener(
+        'abort',
+        () => {
+          const all = [...subscribers];
+          subscribers.clear();
+          for (const each of all) each();
+        },
+        { once: true },
+      );
+    }
+    const subscribers = set;
+    subscribers.add(fn);
+    return () => subscribers.delete(fn);
+  }
+}
+
 /** Concurrency slots with a bounded wait. */
 export class Slots {
   readonly limit: number;
   #used = 0;
   readonly #waiters: { grant: () => void }[] = [];
+  readonly #fanout: AbortFanout;
 
-  constructor(limit: number) {
+  constructor(limit: number, fanout = new AbortFanout()) {
     this.limit = limit;
+    this.#fanout = fanout;
   }
 
   get used(): number {
@@ -47,9 +84,9 @@ export class Slots {
     return this.#waiters.length;
   }
 
-  /** Takes a slot, waiting up to `waitMs` of `clock` time; false when none freed up or `signal` aborted. */
-  acquire(clock: Clock, waitMs: number, signal: AbortSignal | undefined): Promise<boolean> {
-    if (signal?.aborted) return Promise.resolve(false);
+  /** Takes a slot, waiting up to `waitMs` of `clock` time; false when none freed up or a signal aborted. */
+  acquire(clock: Clock, waitMs: number, signals: readonly (AbortSignal | undefined)[]): Promise<boolean> {
+    if (signals.some((s) => s?.aborted)) return Promise.resolve(false);
     if (this.#used < this.limit && this.#waiters.length === 0) {
       this.#used++;
       return Promise.resolve(true);
@@ -68,13 +105,14 @@ export class Slots {
         resolve(false);
       };
       const cancelTimer = clock.setTimer(waitMs, giveUp);
+      const unsubscribe: (() => void)[] = [];
       const done = () => {
         cancelTimer();
-        signal?.removeEventListener('abort', giveUp);
+        for (const stop of unsubscribe) stop();
         const i = this.#waiters.indexOf(waiter);
         if (i >= 0) this.#waiters.splice(i, 1);
       };
-      signal?.addEventListener('abort', giveUp, { once: true });
+      for (const signal of signals) if (signal) unsubscribe.push(this.#fanout.subscribe(signal, giveUp));
       this.#waiters.push(waiter);
     });
   }
@@ -108,6 +146,8 @@ export interface RunnerDependencies {
   admissionSignal: AbortSignal;
   /** Aborted when running handlers must stop (after the drain timeout, or at once on `stop()`). */
   stopSignal: AbortSignal;
+  /** Shared listeners on the signals above and on leadership signals. */
+  fanout: AbortFanout;
 }
 
 /** One occurrence to run. */
@@ -204,8 +244,10 @@ export class Runner {
       }
       const early = lostBeforeStart();
       if (early) return decided(early);
-      const abortWait = anySignal([deps.admissionSignal, request.epochSignal]);
-      const slot = await deps.slots.acquire(deps.clock, deps.capacityWait, abortWait);
+      const slot = await deps.slots.acquire(deps.clock, deps.capacityWait, [
+        deps.admissionSignal,
+        request.epochSignal,
+      ]);
       if (!slot) {
         const lost = lostBeforeStart();
         return decided(lost ?? this.skip(request, State.Skipped, Reason.CapacityReached));
@@ -274,11 +316,7 @@ export class Runner {
     };
     const cleanups: (() => void)[] = [];
     const listen = (signal: AbortSignal | undefined, reason: Reason, message: string) => {
-      if (!signal) return;
-      if (signal.aborted) return abort(reason, message);
-      const onAbort = () => abort(reason, message);
-      signal.addEventListener('abort', onAbort, { once: true });
-      cleanups.push(() => signal.removeEventListener('abort', onAbort));
+      if (signal) cleanups.push(deps.fanout.subscribe(signal, () => abort(reason, message)));
     };
     listen(deps.stopSignal, Reason.Stopped, 'the scheduler stopped');
     listen(request.epochSignal, Reason.LeadershipLost, 'leadership of the group was lost');
@@ -391,10 +429,4 @@ export class Runner {
       }
     }
   }
-}
-
-/** A signal aborted when any of `signals` is. */
-function anySignal(signals: (AbortSignal | undefined)[]): AbortSignal {
-  const present = signals.filter((s): s is AbortSignal => s !== undefined);
-  return AbortSignal.any(present);
 }

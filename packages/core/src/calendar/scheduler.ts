@@ -7,7 +7,7 @@ import type { DeclarationDescription } from './declarations.js';
 import { DueHeap } from './heap.js';
 import { type Invocation, type OccurrenceScope, occurrenceId } from './invocation.js';
 import { advancesCursor, describeError, History, Reason, type ScheduleRecord, State } from './records.js';
-import { type ActiveRun, RunAbortedError, Runner, type RunRequest, Slots } from './runner.js';
+import { AbortFanout, type ActiveRun, RunAbortedError, Runner, type RunRequest, Slots } from './runner.js';
 
 export type SchedulerState = 'idle' | 'running' | 'draining' | 'stopped';
 
@@ -102,7 +102,8 @@ export class Scheduler {
     this.#scope = { namespace: c.namespace, environment: c.environment, group: c.group };
     this.#prefix = `${c.namespace}/calendar/${c.environment}/${c.group}/`;
     this.#history = new History(c.maxHistory);
-    this.#slots = new Slots(c.concurrency);
+    const fanout = new AbortFanout();
+    this.#slots = new Slots(c.concurrency, fanout);
     this.#cursors = new CursorBook(c.cursors, c.cursorTTL, c.logger);
     this.#runner = new Runner({
       leases: c.leases,
@@ -123,6 +124,7 @@ export class Scheduler {
       },
       admissionSignal: this.#admission.signal,
       stopSignal: this.#stop.signal,
+      fanout,
     });
     this.#leader = new LeaseManager({
       leases: c.leases,
@@ -446,7 +448,11 @@ export class Scheduler {
         }
       });
     }
-    if (this.#epoch !== epoch || this.#state !== 'running') return 0;
+    // Re-check validity here, not only through the loss timer: a blocked event loop may have let it lapse.
+    if (this.#epoch !== epoch || this.#state !== 'running' || !this.#leader.held) {
+      for (const track of due) if (track.active && this.#epoch === epoch) this.#heap.upsert(track);
+      return 0;
+    }
     let budget = this.#config.maxPerTick;
     for (const track of due) {
       if (budget <= 0 || !track.loaded) {
