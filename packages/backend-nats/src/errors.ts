@@ -1,0 +1,70 @@
+import { BackendError, ClosedError, DuetimeError } from '@duetime/core';
+import { JetStreamApiError } from '@nats-io/jetstream';
+import { errors } from '@nats-io/transport-node';
+
+/** JetStream API error codes this backend tells apart. */
+export const JS_STREAM_NOT_FOUND = 10059;
+export const JS_WRONG_LAST_SEQUENCE = 10071;
+export const JS_MESSAGE_NOT_FOUND = 10037;
+
+/** The JetStream API error code of `error`, if it is one. */
+export function apiCode(error: unknown): number | undefined {
+  return error instanceof JetStreamApiError ? error.code : undefined;
+}
+
+/** An expectation header (`Nats-Expected-Last-Sequence`, `…-Subject-Sequence`) was not met. */
+export function isWrongLastSequence(error: unknown): boolean {
+  return apiCode(error) === JS_WRONG_LAST_SEQUENCE;
+}
+
+export function isStreamNotFound(error: unknown): boolean {
+  return apiCode(error) === JS_STREAM_NOT_FOUND;
+}
+
+/**
+ * Whether a retry later may succeed: the connection is down or reconnecting, the request timed out, the
+ * server is restarting (no responders for the JetStream API), or it reported itself unavailable.
+ */
+export function isTransientNatsError(error: unknown): boolean {
+  if (error instanceof JetStreamApiError) {
+    // 503: JetStream temporarily unavailable; a stream missing right after a restart is still loading.
+    return error.status === 503 || error.code === JS_STREAM_NOT_FOUND;
+  }
+  return (
+    error instanceof errors.TimeoutError ||
+    error instanceof errors.ConnectionError ||
+    error instanceof errors.RequestError ||
+    error instanceof errors.NoRespondersError ||
+    error instanceof errors.DrainingConnectionError ||
+    error instanceof errors.ClosedConnectionError ||
+    isJetStreamNotAnswering(error)
+  );
+}
+
+/** The client's "jetstream is not enabled" error: no responders on the JetStream API (often a restart). */
+function isJetStreamNotAnswering(error: unknown): boolean {
+  return error instanceof Error && error.name === 'JetStreamNotEnabled';
+}
+
+/**
+ * Turns whatever the NATS client threw into a duetime error naming the operation and the server:
+ * connection-level failures become a transient {@link BackendError}, API refusals a permanent one, a
+ * connection this backend closed a {@link ClosedError}. duetime's own errors pass through unchanged.
+ */
+export function toDuetimeError(
+  error: unknown,
+  operation: string,
+  server: string,
+  closed = false,
+): DuetimeError {
+  if (error instanceof DuetimeError) return error;
+  if (closed) return new ClosedError('nats backend');
+  const raw = error instanceof Error ? error.message : String(error);
+  const transient = isTransientNatsError(error);
+  let message = raw;
+  if (isJetStreamNotAnswering(error) || (error instanceof errors.RequestError && error.isNoResponders()))
+    message = `JetStream does not answer (${raw}); the server may be restarting or run without -js`;
+  else if (isStreamNotFound(error))
+    message = `${raw}; the stream was deleted or the server has not loaded it yet`;
+  return new BackendError(operation, `${message} (server ${server})`, { cause: error, transient });
+}

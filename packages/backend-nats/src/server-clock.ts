@@ -1,0 +1,48 @@
+import type { NatsIo } from './io.js';
+import type { Layout } from './layout.js';
+
+/**
+ * The NATS server's time, as a lower bound: a probe message is published and read back for its server
+ * timestamp, which is at most the server's time when the reply arrives; later readings add the time
+ * elapsed since on this process's monotonic clock (so a jump of the local wall clock changes nothing).
+ * A reading is refreshed every `refreshMs`, which bounds the error a drift between the two clocks' rates
+ * could add (parts per million: microseconds).
+ *
+ * Leases and cursors judge expiry with this clock against the server timestamps of their last writes,
+ * so no process's wall clock matters, however skewed.
+ */
+export class ServerClock {
+  readonly #io: NatsIo;
+  readonly #layout: Layout;
+  readonly #refreshMs: number;
+  #sample: { server: number; local: number } | undefined;
+  #probe: Promise<{ server: number; local: number }> | undefined;
+
+  constructor(io: NatsIo, layout: Layout, refreshMs = 5000) {
+    this.#io = io;
+    this.#layout = layout;
+    this.#refreshMs = refreshMs;
+  }
+
+  /** A lower bound of the server's current time, in milliseconds since the epoch. */
+  async now(): Promise<number> {
+    let sample = this.#sample;
+    if (!sample || performance.now() - sample.local > this.#refreshMs) {
+      this.#probe ??= this.#measure().finally(() => {
+        this.#probe = undefined;
+      });
+      sample = await this.#probe;
+      this.#sample = sample;
+    }
+    return sample.server + (performance.now() - sample.local);
+  }
+
+  async #measure(): Promise<{ server: number; local: number }> {
+    await this.#io.publish(this.#layout.clock, '');
+    // The last probe on the subject is ours or a later one: either was stored before this read returns.
+    const m = await this.#io.last(this.#layout.leaseStream, this.#layout.clock);
+    const local = performance.now();
+    if (!m) throw this.#io.error(new Error('the clock probe vanished'), 'read the server time');
+    return { server: m.time, local };
+  }
+}

@@ -1,0 +1,119 @@
+import { CorruptDataError } from '@duetime/core';
+import type { NatsIo, StoredMessage } from '../io.js';
+import type { Layout } from '../layout.js';
+import type { NodeReader, TreeNode } from './btree.js';
+import type { AggregateHead, Meta, RecordValue } from './types.js';
+
+/** Header naming the sequence of the value a chained write replaced (0: there was none). */
+export const PREV_HEADER = 'Duetime-Prev';
+/** Header telling a plan header (`plan`) from a meta record (`meta`) on the chain's head subject. */
+export const KIND_HEADER = 'Duetime-Kind';
+/** Header marking a tombstone: the subject's value was deleted. */
+export const DELETED_HEADER = 'Duetime-Deleted';
+
+/**
+ * The state moved on while a snapshot was being read (an old index node or value was already removed).
+ * Readers start again from a fresh snapshot.
+ */
+export class StaleSnapshot extends Error {
+  constructor(what: string) {
+    super(`snapshot moved on while reading ${what}`);
+  }
+}
+
+/** A subject's value as of a chain position. */
+export interface Versioned<T> {
+  /** Sequence of the message holding it (0: absent). */
+  seq: number;
+  value: T | undefined;
+}
+
+/** Index nodes by id. They never change, so the cache never needs invalidating; it only forgets. */
+export class NodeCache {
+  readonly #nodes = new Map<number, TreeNode>();
+  readonly #limit: number;
+
+  constructor(limit = 4096) {
+    this.#limit = limit;
+  }
+
+  get(id: number): TreeNode | undefined {
+    const node = this.#nodes.get(id);
+    if (node) {
+      this.#nodes.delete(id);
+      this.#nodes.set(id, node);
+    }
+    return node;
+  }
+
+  set(id: number, node: TreeNode): void {
+    this.#nodes.set(id, node);
+    if (this.#nodes.size > this.#limit) {
+      const oldest = this.#nodes.keys().next().value;
+      if (oldest !== undefined) this.#nodes.delete(oldest);
+    }
+  }
+}
+
+/**
+ * Committed state as of one chain position (`bound`, the sequence of a meta record). Reads of a subject
+ * written after the bound follow the `Duetime-Prev` header back to the value the bound saw; streams keep
+ * two values per subject and every plan writes a subject at most once, so that value is there unless a
+ * later plan already replaced it too, which makes the snapshot stale.
+ */
+export class Snapshot implements NodeReader {
+  readonly io: NatsIo;
+  readonly layout: Layout;
+  readonly meta: Meta;
+  readonly bound: number;
+  readonly #cache: NodeCache;
+
+  constructor(io: NatsIo, layout: Layout, meta: Meta, bound: number, cache: NodeCache) {
+    this.io = io;
+    this.layout = layout;
+    this.meta = meta;
+    this.bound = bound;
+    this.#cache = cache;
+  }
+
+  roots(): Meta['roots'] {
+    return this.meta.roots;
+  }
+
+  /** The value of `subject` at the bound. */
+  async read<T>(subject: string): Promise<Versioned<T>> {
+    let m: StoredMessage | undefined = await this.io.last(this.layout.stateStream, subject);
+    while (m && m.seq > this.bound) {
+      const prev = Number(m.header(PREV_HEADER) ?? '0');
+      if (!Number.isSafeInteger(prev) || prev < 0)
+        throw new CorruptDataError(`message ${m.seq} on ${subject} has an unreadable ${PREV_HEADER} header`);
+      if (prev === 0) return { seq: 0, value: undefined };
+      m = await this.io.at(this.layout.stateStream, prev);
+      if (!m || m.subject !== subject) throw new StaleSnapshot(subject);
+    }
+    if (!m || m.header(DELETED_HEADER) !== undefined) return { seq: m?.seq ?? 0, value: undefined };
+    try {
+      return { seq: m.seq, value: m.json<T>() };
+    } catch (error) {
+      throw new CorruptDataError(`message ${m.seq} on ${subject} is not JSON`, { cause: error });
+    }
+  }
+
+  async node(id: number): Promise<TreeNode> {
+    const cached = this.#cache.get(id);
+    if (cached) return cached;
+    const m = await this.io.last(this.layout.stateStream, this.layout.node(id));
+    if (!m) throw new StaleSnapshot(`index node ${id}`);
+    const node = m.json<TreeNode>();
+    this.#cache.set(id, node);
+    return node;
+  }
+
+  async record(key: string): Promise<RecordValue | undefined> {
+    return (await this.read<RecordValue>(this.layout.record(key))).value;
+  }
+
+  async aggregate(id: string): Promise<AggregateHead | undefined> {
+    return (await this.read<AggregateHead>(this.layout.aggregate(id))).value;
+  }
+}
