@@ -1,4 +1,4 @@
-import { BackendError, InvalidArgumentError, NotSupportedError } from '@duetime/core';
+import { BackendError, InvalidArgumentError, type Logger, NotSupportedError } from '@duetime/core';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { mapRedisError } from './errors.js';
 import type { RedisClient } from './scripts.js';
@@ -142,5 +142,27 @@ export async function checkServer(
     throw mapRedisError(error, 'connect', target);
   } finally {
     clearTimeout(timer);
+  }
+}
+
+/**
+ * Warns about server settings that lose duetime's data silently: an eviction policy other than
+ * `noeviction` (it may drop schedules, or leases and claims before their time), and no persistence at all.
+ * Servers that forbid CONFIG (managed services) are not checked.
+ */
+export async function adviseOnConfig(client: RedisClient, target: string, logger: Logger): Promise<void> {
+  if (client instanceof Cluster) return;
+  try {
+    const policy = ((await client.config('GET', 'maxmemory-policy')) as string[])[1];
+    if (policy !== undefined && policy !== 'noeviction')
+      logger.warn('redis may evict duetime keys: set maxmemory-policy to noeviction', { target, policy });
+    const [, appendonly] = (await client.config('GET', 'appendonly')) as string[];
+    const [, save] = (await client.config('GET', 'save')) as string[];
+    if (appendonly === 'no' && (save === undefined || save === ''))
+      logger.info('redis persists nothing (appendonly no, no save points): a restart loses every schedule', {
+        target,
+      });
+  } catch {
+    // CONFIG is disabled or not permitted for this user: nothing to advise.
   }
 }

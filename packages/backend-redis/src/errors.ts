@@ -12,6 +12,19 @@ function isReply(error: Error): boolean {
   return error.name === 'ReplyError';
 }
 
+// What ioredis and Node say when the connection, not the command, failed.
+const CONNECTION_MESSAGE =
+  /Connection is closed|Command timed out|Stream isn't writeable|max retries per request|ECONN|EPIPE|ETIMEDOUT|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|socket/i;
+
+function isConnectionError(error: Error): boolean {
+  const code = (error as { code?: unknown }).code;
+  return (
+    error.name === 'MaxRetriesPerRequestError' ||
+    (typeof code === 'string' && code.startsWith('E')) ||
+    CONNECTION_MESSAGE.test(error.message)
+  );
+}
+
 /**
  * Turns what ioredis threw into a duetime error naming the operation and the server, never a password.
  * `key` names the key the command targeted, for WRONGTYPE replies (a key of the wrong type under the
@@ -42,9 +55,12 @@ export function mapRedisError(error: unknown, operation: string, target: string,
       transient: TRANSIENT_REPLY.test(message),
     });
   }
-  // Anything else is the connection: refused, reset, closed, timed out, or out of retries.
-  return new BackendError(operation, `no answer from redis ${target}: ${message}`, {
+  if (isConnectionError(error))
+    return new BackendError(operation, `no answer from redis ${target}: ${message}`, {
+      cause: error,
+      transient: true,
+    });
+  return new BackendError(operation, `failed against redis ${target}: ${error.name}: ${message}`, {
     cause: error,
-    transient: true,
   });
 }

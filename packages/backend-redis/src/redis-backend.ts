@@ -10,7 +10,7 @@ import {
   silentLogger,
 } from '@duetime/core';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
-import { checkServer, connectUrl, describeClient, parseRedisUrl } from './connection.js';
+import { adviseOnConfig, checkServer, connectUrl, describeClient, parseRedisUrl } from './connection.js';
 import { mapRedisError } from './errors.js';
 import { KeySpace, storePrefix } from './keys.js';
 import { RedisCursors, RedisLeases } from './leases.js';
@@ -113,7 +113,10 @@ export async function createRedisBackend(
 
   const runner = new ScriptRunner(client, owned ? undefined : commandTimeout);
   try {
-    await checkServer(client, target, startupTimeout, () => runner.load());
+    await checkServer(client, target, startupTimeout, async () => {
+      await runner.load();
+      await adviseOnConfig(client, target, logger);
+    });
   } catch (error) {
     owned?.disconnect();
     throw error;

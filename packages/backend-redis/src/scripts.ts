@@ -44,11 +44,13 @@ export class ScriptRunner {
 
   async run(name: LuaScriptName, keys: readonly string[], args: readonly Arg[]): Promise<unknown> {
     const script = luaScripts[name];
+    // One array argument (ioredis flattens it): a large transaction has more arguments than a call's stack.
+    const rest: Arg[] = [keys.length, ...keys, ...args];
     try {
-      return await this.call((c) => c.evalsha(script.sha, keys.length, ...keys, ...args));
+      return await this.call((c) => c.call('EVALSHA', [script.sha as string, ...rest]));
     } catch (error) {
       if (!isNoScript(error)) throw error;
-      return await this.call((c) => c.eval(script.source, keys.length, ...keys, ...args));
+      return await this.call((c) => c.call('EVAL', [script.source as string, ...rest]));
     }
   }
 

@@ -275,6 +275,27 @@ describe('commits', () => {
   });
 });
 
+describe('large transactions', () => {
+  it('commits 50,000 schedules in one transaction and cancels them by prefix in another', async () => {
+    const { store } = await fx.open(fx.prefix());
+    const at = Date.now() + HOUR;
+    await store.transact(async (tx) => {
+      for (let i = 0; i < 50_000; i++) await tx.schedule(`bulk/${i}`, new Date(at + i), message('b'));
+    });
+    expect((await store.loadSchedule('bulk/49999'))?.version).toBe(50_000);
+    expect((await store.pageSchedules({ limit: 3 })).items.map((s) => s.key)).toEqual([
+      'bulk/0',
+      'bulk/1',
+      'bulk/2',
+    ]);
+    const page = await store.pageSchedules({ limit: 10_000, prefix: 'bulk/' });
+    expect(page.items).toHaveLength(10_000);
+    expect(await store.driver.dueSchedules(new Date(at + 20_000), 10_000)).toHaveLength(10_000);
+    expect(await store.transact((tx) => tx.cancelSchedulePrefix('bulk/'))).toBe(50_000);
+    expect(await store.listSchedules()).toEqual([]);
+  }, 60_000);
+});
+
 describe('claims', () => {
   it('keeps a second dispatcher off a schedule while a delivery holds its claim, and frees it on rollback', async () => {
     const prefix = fx.prefix();

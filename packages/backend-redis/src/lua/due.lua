@@ -5,6 +5,7 @@
 -- Returns {key1, value1, key2, value2, ...}.
 -- flags: no-writes
 -- include: check-type
+-- include: hmget-pairs
 
 checkType(KEYS[1], 'zset')
 checkType(KEYS[2], 'hash')
@@ -24,11 +25,4 @@ while #keys < limit and offset < budget do
   if #page < count then break end
   offset = offset + count
 end
-if #keys == 0 then return {} end
-local values = redis.call('HMGET', KEYS[2], unpack(keys))
-local out = {}
-for j, key in ipairs(keys) do
-  out[#out + 1] = key
-  out[#out + 1] = values[j]
-end
-return out
+return appendPairs({}, KEYS[2], keys)

@@ -10,6 +10,7 @@
 -- include: check-type
 -- include: bytes-before
 -- include: prefix-range
+-- include: hmget-pairs
 
 checkType(KEYS[1], 'zset')
 checkType(KEYS[2], 'hash')
@@ -27,15 +28,7 @@ local function isAfter(at, key)
 end
 
 local function reply(done, resumeAt, resumeKey, keys)
-  local out = {done, resumeAt, resumeKey}
-  if #keys > 0 then
-    local values = redis.call('HMGET', KEYS[2], unpack(keys))
-    for j, key in ipairs(keys) do
-      out[#out + 1] = key
-      out[#out + 1] = values[j]
-    end
-  end
-  return out
+  return appendPairs({done, resumeAt, resumeKey}, KEYS[2], keys)
 end
 
 -- Few keys under the prefix: take them from the index and sort them by (deadline, key).
