@@ -1,67 +1,30 @@
 import { ClosedError, DuetimeError } from '../errors.js';
 import { type LeaseLostError, LeaseManager } from '../lease/lease-manager.js';
 import { type AdmissionPlan, type Candidate, planAdmission, timeline } from './admission.js';
+import { ClockGuard } from './clock-guard.js';
 import { type ResolvedConfig, resolveConfig, type SchedulerConfig } from './config.js';
 import { CursorBook, newTrack, resetTrack, type Track } from './cursor-book.js';
-import type { DeclarationDescription } from './declarations.js';
 import { DueHeap } from './heap.js';
+import { InFlightRuns } from './in-flight.js';
 import { type Invocation, type OccurrenceScope, occurrenceId } from './invocation.js';
 import { advancesCursor, describeError, History, Reason, type ScheduleRecord, State } from './records.js';
 import { AbortFanout, type ActiveRun, RunAbortedError, Runner, type RunRequest, Slots } from './runner.js';
+import {
+  describeScheduler,
+  type SchedulerDescription,
+  type SchedulerSnapshot,
+  type SchedulerState,
+  scheduleSnapshots,
+} from './snapshot.js';
 
-export type SchedulerState = 'idle' | 'running' | 'draining' | 'stopped';
-
-/** One schedule in a {@link SchedulerSnapshot}. */
-export interface ScheduleSnapshot {
-  id: string;
-  /** False when the declaration's `environments` exclude this scheduler's environment. */
-  active: boolean;
-  /** The next occurrence this leader will look at (leaders only). */
-  next?: Date;
-  /** The latest occurrence decided and persisted (or, without a cursor backend, kept in memory). */
-  cursor?: Date;
-  /** Handlers of this schedule running now. */
-  running: number;
-}
-
-export interface SchedulerSnapshot {
-  state: SchedulerState;
-  leader: boolean;
-  /** The fencing token of the current leadership. */
-  epoch?: number;
-  owner: string;
-  namespace: string;
-  environment: string;
-  group: string;
-  /** Handlers holding a concurrency slot, and occurrences waiting for one. */
-  running: number;
-  waiting: number;
-  schedules: ScheduleSnapshot[];
-  /** The last `maxHistory` records, oldest first. */
-  history: ScheduleRecord[];
-  /** Finished records ever, by `state` or `state/reason`. */
-  counts: Record<string, number>;
-}
-
-/** A JSON-safe description of a scheduler and its declarations. */
-export interface SchedulerDescription {
-  namespace: string;
-  environment: string;
-  group: string;
-  owner: string;
-  config: Record<string, number | boolean>;
-  schedules: (DeclarationDescription & { active: boolean })[];
-}
-
-/** Something started that drain and stop wait for. */
-interface InFlight {
-  run: ActiveRun | undefined;
-  settled: Promise<void>;
-}
+export type {
+  SchedulerDescription,
+  SchedulerSnapshot,
+  SchedulerState,
+  ScheduleSnapshot,
+} from './snapshot.js';
 
 const CURSOR_READS_AT_ONCE = 32;
-/** Clock readings further back than this are reported (smaller steps are only absorbed). */
-const CLOCK_BACKWARDS_TOLERANCE_MS = 1000;
 
 /**
  * Runs a {@link Registry}'s declarations with one leader per group. Every replica runs a scheduler with
@@ -76,19 +39,18 @@ export class Scheduler {
   readonly #tracks = new Map<string, Track>();
   readonly #heap = new DueHeap<Track>();
   readonly #history: History;
+  readonly #time: ClockGuard;
   readonly #slots: Slots;
   readonly #runner: Runner;
   readonly #cursors: CursorBook;
   readonly #leader: LeaseManager;
   readonly #admission = new AbortController();
   readonly #stop = new AbortController();
-  readonly #inFlight = new Set<InFlight>();
+  readonly #inFlight = new InFlightRuns();
   #epoch: { token: number; signal: AbortSignal } | undefined;
   #state: SchedulerState = 'idle';
   #immediate = false;
   #cutDrain: (() => void) | undefined;
-  #highWater = Number.NEGATIVE_INFINITY;
-  #clockBehind = false;
   #wakeUp: (() => void) | undefined;
   #woken = false;
   #done: Promise<void> | undefined;
@@ -102,6 +64,7 @@ export class Scheduler {
     this.#scope = { namespace: c.namespace, environment: c.environment, group: c.group };
     this.#prefix = `${c.namespace}/calendar/${c.environment}/${c.group}/`;
     this.#history = new History(c.maxHistory);
+    this.#time = new ClockGuard(c.clock, (detail, at) => this.#clockIncident(detail, at));
     const fanout = new AbortFanout();
     this.#slots = new Slots(c.concurrency, fanout);
     this.#cursors = new CursorBook(c.cursors, c.cursorTTL, c.logger);
@@ -235,42 +198,18 @@ export class Scheduler {
       group: this.#config.group,
       running: this.#slots.used,
       waiting: this.#slots.waiting,
-      schedules: [...this.#tracks.values()].map((t) => {
-        const cursor = t.persisted ?? (this.#config.cursors ? undefined : t.target);
-        return {
-          id: t.declaration.id,
-          active: t.active,
-          ...(epoch && Number.isFinite(t.due) ? { next: new Date(t.due) } : {}),
-          ...(cursor !== undefined ? { cursor: new Date(cursor) } : {}),
-          running: t.running,
-        };
-      }),
+      schedules: scheduleSnapshots(
+        this.#tracks.values(),
+        epoch !== undefined,
+        this.#config.cursors !== undefined,
+      ),
       history: this.#history.records(),
       counts: this.#history.counts(),
     };
   }
 
   describe(): SchedulerDescription {
-    const c = this.#config;
-    return {
-      namespace: c.namespace,
-      environment: c.environment,
-      group: c.group,
-      owner: c.owner,
-      config: {
-        concurrency: c.concurrency,
-        maxHistory: c.maxHistory,
-        maxPerTick: c.maxPerTick,
-        pollInterval: c.pollInterval,
-        leadershipTTL: c.leadershipTTL,
-        grace: c.grace,
-        capacityWait: c.capacityWait,
-        drainTimeout: c.drainTimeout,
-        cursorTTL: c.cursorTTL,
-        cursors: c.cursors !== undefined,
-      },
-      schedules: [...this.#tracks.values()].map((t) => ({ ...t.declaration.describe(), active: t.active })),
-    };
+    return describeScheduler(this.#config, this.#tracks.values());
   }
 
   async #loop(): Promise<void> {
@@ -300,36 +239,8 @@ export class Scheduler {
     }
   }
 
-  /**
-   * The scheduler's time: the clock's reading, held at its high-water mark so that a clock set back
-   * never re-admits occurrences. A reading that goes back by more than a second, or a clock that
-   * fails, is recorded once as `clock_failed`.
-   */
   #now(): number | undefined {
-    let raw: number;
-    try {
-      raw = this.#config.clock.now();
-      if (!Number.isFinite(raw)) throw new Error(`the clock returned ${raw}`);
-    } catch (error) {
-      this.#clockIncident(
-        `the clock failed: ${describeError(error)}`,
-        Number.isFinite(this.#highWater) ? this.#highWater : 0,
-      );
-      return undefined;
-    }
-    if (raw < this.#highWater) {
-      if (!this.#clockBehind && this.#highWater - raw > CLOCK_BACKWARDS_TOLERANCE_MS) {
-        this.#clockBehind = true;
-        this.#clockIncident(
-          `the clock ran backwards from ${new Date(this.#highWater).toISOString()} to ${new Date(raw).toISOString()}; holding time until it catches up`,
-          this.#highWater,
-        );
-      }
-      return this.#highWater;
-    }
-    this.#clockBehind = false;
-    this.#highWater = raw;
-    return raw;
+    return this.#time.read();
   }
 
   #clockIncident(detail: string, at: number): void {
@@ -392,6 +303,8 @@ export class Scheduler {
     let next: number;
     try {
       next = track.timeline.nextMs(after);
+      if (next <= after)
+        throw new Error(`next(${new Date(after).toISOString()}) returned an instant not after it`);
     } catch (error) {
       this.#specFailed(track, error);
       return;
@@ -408,7 +321,7 @@ export class Scheduler {
       schedule: track.declaration.id,
       error,
     });
-    const at = this.#highWater;
+    const at = this.#time.highWater;
     this.#runner.skip(
       {
         declaration: track.declaration,
@@ -528,31 +441,9 @@ export class Scheduler {
   }
 
   /** Starts a run and tracks it for drain and stop; `onFinished` gets its final record. */
-  async #start(request: RunRequest, onFinished: (record: ScheduleRecord) => void): Promise<ActiveRun> {
-    let resolveSettled!: () => void;
-    const entry: InFlight = {
-      run: undefined,
-      settled: new Promise<void>((resolve) => {
-        resolveSettled = resolve;
-      }),
-    };
-    this.#inFlight.add(entry);
-    void entry.settled.then(() => this.#inFlight.delete(entry));
-    try {
-      const run = await this.#runner.start(request);
-      entry.run = run;
-      void run.finished.then(onFinished);
-      void run.settled.then(resolveSettled);
-      return run;
-    } catch (error) {
-      // The runner records every outcome itself; reaching here is a bug, not a handler's failure.
-      this.#config.logger.error('could not start an occurrence', {
-        schedule: request.invocation.schedule,
-        error,
-      });
-      resolveSettled();
-      throw error;
-    }
+  /** Starts a run and tracks it for drain and stop; `onFinished` gets its final record. */
+  #start(request: RunRequest, onFinished: (record: ScheduleRecord) => void): Promise<ActiveRun> {
+    return this.#inFlight.start(this.#runner, request, onFinished, this.#config.logger);
   }
 
   #sleep(ms: number): Promise<void> {
@@ -575,7 +466,7 @@ export class Scheduler {
     if (this.#inFlight.size > 0 && waitMs > 0) {
       let cancelTimer: (() => void) | undefined;
       await Promise.race([
-        Promise.allSettled([...this.#inFlight].map((f) => f.settled)),
+        this.#inFlight.allSettled(),
         new Promise<void>((resolve) => {
           cancelTimer = c.clock.setTimer(waitMs, resolve);
           this.#cutDrain = resolve;
@@ -589,7 +480,7 @@ export class Scheduler {
         running: this.#inFlight.size,
       });
     this.#stop.abort(new RunAbortedError(Reason.Stopped, 'the scheduler stopped'));
-    for (const entry of this.#inFlight) entry.run?.abandon();
+    this.#inFlight.abandonAll();
     // Let the cancelled records finish (their failed hooks run) before the last cursor writes.
     await new Promise<void>((resolve) => setImmediate(resolve));
     this.#cursors.flush();

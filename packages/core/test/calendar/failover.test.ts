@@ -211,4 +211,29 @@ describe('Scheduler: leadership and failover', () => {
     // T0 was due 1 s ago, within grace: it runs now.
     expect(ran).toBe(1);
   });
+
+  it('looks again at once when its wake subscription fires, instead of waiting for the next poll', async () => {
+    world = new World();
+    let wakeUp: (() => void) | undefined;
+    let unsubscribed = false;
+    await world.backend.leases.acquire(LEADER_KEY, 'someone-else', 3000);
+    const a = world.replica([every('job', MINUTE, () => {})], {
+      pollInterval: 600_000,
+      wake: (wake) => {
+        wakeUp = wake;
+        return () => {
+          unsubscribed = true;
+        };
+      },
+    });
+    await world.advance(0);
+    expect(a.scheduler.snapshot().leader).toBe(false);
+    const holder = await world.backend.leases.holder(LEADER_KEY);
+    await world.backend.leases.release(LEADER_KEY, 'someone-else', holder!.token);
+    wakeUp?.();
+    await world.advance(0);
+    expect(a.scheduler.snapshot().leader).toBe(true);
+    await a.scheduler.stop();
+    expect(unsubscribed).toBe(true);
+  });
 });
