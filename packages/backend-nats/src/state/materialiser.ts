@@ -15,8 +15,11 @@ import {
 
 /** Hooks that let tests stop a process at chosen points of materialisation. Not for production use. */
 export interface MaterialiserHooks {
-  /** Called before chained write `index` of a plan (0 is the header) is sent. */
-  beforeWrite?(index: number, header: PlanHeader): void | Promise<void>;
+  /**
+   * Called before chained write `index` of a plan is sent (0 is the header; `total` is unknown then, and
+   * the last write, the meta record, is `total - 1`).
+   */
+  beforeWrite?(index: number, header: PlanHeader, total: number | undefined): void | Promise<void>;
 }
 
 /** The applied state at one chain position: what read snapshots are taken from. */
@@ -197,7 +200,7 @@ export class Materialiser {
       to,
       base: state.seq,
     };
-    await this.#options.hooks?.beforeWrite?.(0, header);
+    await this.#options.hooks?.beforeWrite?.(0, header, undefined);
     const claim = headerWrite(this.#layout, header);
     const landed = await this.#io.publish(claim.subject, claim.data, {
       expectLastSeq: state.seq,
@@ -275,7 +278,7 @@ export class Materialiser {
     const base = planned.header.base;
     const sends: Promise<unknown>[] = [];
     for (let i = Math.max(from, 0); i < planned.writes.length; i++) {
-      await this.#options.hooks?.beforeWrite?.(i, planned.header);
+      await this.#options.hooks?.beforeWrite?.(i, planned.header, planned.writes.length);
       const write = planned.writes[i] as Plan['writes'][number];
       sends.push(
         this.#io.publish(write.subject, write.data, { expectLastSeq: base + i, headers: write.headers }),
