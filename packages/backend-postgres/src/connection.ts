@@ -39,6 +39,16 @@ export class Connection {
       error: toDuetimeError(error, 'idle connection', this.target, this.#secret),
     });
   };
+  /** Clients that already carry {@link #onClientError}. */
+  readonly #guarded = new WeakSet<pg.Client>();
+  readonly #onClientError = (error: Error) => {
+    this.logger.debug('a PostgreSQL connection failed', { error: error.message });
+  };
+  readonly #guard = (client: pg.Client) => {
+    if (this.#guarded.has(client)) return;
+    this.#guarded.add(client);
+    client.on('error', this.#onClientError);
+  };
   #closed = false;
 
   constructor(options: {
@@ -56,6 +66,11 @@ export class Connection {
     // Without a listener, an idle client that loses its connection (a restarted server) would crash the
     // process. On the application's pool this only adds a log line; the pool still emits to its own.
     this.pool.on('error', this.#onPoolError);
+    // pg-pool hands a client to a waiting caller with no error listener for a moment; a connection
+    // terminated in that moment (a restarted server, pg_terminate_backend) would emit an unheard
+    // `error` and crash the process. Every client of the pool gets a permanent listener that logs.
+    this.pool.on('connect', this.#guard);
+    this.pool.on('acquire', this.#guard);
   }
 
   get closed(): boolean {
@@ -143,6 +158,8 @@ export class Connection {
     if (this.#closed) return;
     this.#closed = true;
     this.pool.off('error', this.#onPoolError);
+    this.pool.off('connect', this.#guard);
+    this.pool.off('acquire', this.#guard);
     if (this.#ownsPool) await this.pool.end();
   }
 }

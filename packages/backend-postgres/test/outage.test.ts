@@ -1,6 +1,14 @@
 import { randomBytes } from 'node:crypto';
-import { appliedCount, effectMessage, effects, freshNamespace, waitFor } from '@duetime/conformance';
-import { BackendError, Dispatcher, type Logger } from '@duetime/core';
+import {
+  appliedCount,
+  effectMessage,
+  effects,
+  freshNamespace,
+  loadRuns,
+  recordRun,
+  waitFor,
+} from '@duetime/conformance';
+import { BackendError, Dispatcher, every, type Logger, Registry, Scheduler } from '@duetime/core';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminClient, dropSchemas, open } from './adapter.js';
@@ -24,7 +32,7 @@ function recordingLogger(): Logger & { lines: string[] } {
 }
 
 describe('outage: the server terminates duetime’s connections again and again', () => {
-  it('keeps the dispatcher, a writer and a lease holder running; every schedule ends pending or consumed with its effect exactly once', async () => {
+  it('keeps a dispatcher, a calendar scheduler, a writer and a lease holder running; every schedule ends pending or consumed with its effect once, no occurrence runs twice', async () => {
     const namespace = freshNamespace();
     const applicationName = `dt-outage-${randomBytes(3).toString('hex')}`;
     const worker = await open(namespace, { applicationName });
@@ -44,6 +52,18 @@ describe('outage: the server terminates duetime’s connections again and again'
     });
     const controller = new AbortController();
     const running = dispatcher.run(controller.signal);
+    const TICK = 250;
+    const scheduler = new Scheduler({
+      registry: new Registry(
+        every('tick', TICK, ({ invocation }) => recordRun(worker.store, invocation, 'outage')),
+      ),
+      backend: worker,
+      group: applicationName,
+      leadershipTTL: 3_000,
+      pollInterval: 200,
+      logger,
+    });
+    const scheduling = scheduler.run(controller.signal);
 
     const committed: number[] = [];
     const uncertain: number[] = [];
@@ -80,8 +100,13 @@ describe('outage: the server terminates duetime’s connections again and again'
     })();
 
     let terminated = 0;
+    let outageEnded = Number.POSITIVE_INFINITY;
     try {
       await waitFor('some deliveries before the outage', () => dispatcher.snapshot().delivered >= 20);
+      await waitFor(
+        'a calendar run before the outage',
+        async () => (await loadRuns(worker.store)).length > 0,
+      );
       const until = Date.now() + 4_000;
       while (Date.now() < until) {
         const result = await admin.query(
@@ -91,6 +116,7 @@ describe('outage: the server terminates duetime’s connections again and again'
         terminated += result.rows[0].n as number;
         await new Promise((resolve) => setTimeout(resolve, 100 + Math.random() * 100));
       }
+      outageEnded = Date.now();
       const deliveredBefore = dispatcher.snapshot().delivered;
       await waitFor(
         'deliveries to resume after the outage',
@@ -121,6 +147,13 @@ describe('outage: the server terminates duetime’s connections again and again'
       // The only contender was never told someone else held the lease; tokens never went back.
       expect(refusedWithoutRival).toBe(0);
       for (let i = 1; i < tokens.length; i++) expect(tokens[i]).toBeGreaterThanOrEqual(tokens[i - 1]!);
+      // The calendar kept its leader (or elected it again) and never ran an occurrence twice.
+      await waitFor('calendar runs after the outage', async () =>
+        (await loadRuns(worker.store)).some((run) => run.at > outageEnded + TICK),
+      );
+      const occurrences = (await loadRuns(worker.store)).map((run) => run.occurrence);
+      expect(new Set(occurrences).size).toBe(occurrences.length);
+      expect(scheduler.snapshot().leader).toBe(true);
       // Still fully working afterwards, push channel included.
       await writer.store.transact((tx) => tx.schedule('after/1', new Date(), effectMessage('after')));
       await waitFor(
@@ -129,7 +162,7 @@ describe('outage: the server terminates duetime’s connections again and again'
       );
     } finally {
       controller.abort();
-      await running;
+      await Promise.all([running, scheduling]);
       await worker.close();
       await writer.close();
     }
