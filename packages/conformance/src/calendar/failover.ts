@@ -66,7 +66,7 @@ export function calendarFailoverTests({ harness }: SuiteContext): void {
       ...overlap,
       name: 'old',
       hangAt: 2,
-      holdMs: 6000,
+      holdMs: 8000,
       loseLeadershipWhenHanging: true,
     });
     await old.line(/^LEADER /, TAKEOVER_DEADLINE);
