@@ -84,7 +84,7 @@ async function memoryUsage(names: string[]): Promise<number> {
   return total;
 }
 
-/** Calls and microseconds the server spent in EVALSHA so far (all clients; only this probe uses scripts here). */
+/** Calls and microseconds the server spent in EVALSHA so far, for all its clients. */
 async function scriptStats(): Promise<{ calls: number; usec: number }> {
   const line = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(await admin.info('commandstats'));
   return { calls: Number(line?.[1] ?? 0), usec: Number(line?.[2] ?? 0) };
@@ -194,7 +194,7 @@ try {
   console.log(
     `idle with ${pending.toLocaleString('en')} pending: this process ${(own * 100).toFixed(2)}% of a core` +
       (server === undefined ? '' : `, redis-server ${(server * 100).toFixed(2)}% (all its clients)`) +
-      `; ${calls.toFixed(1)} script calls/s costing the server ${usec.toFixed(0)} µs/s`,
+      `; EVALSHA on the server (all clients): ${calls.toFixed(1)} calls/s, ${usec.toFixed(0)} µs/s`,
   );
   if (process.argv.includes('--bullmq')) await bullmqMemory(pending);
 } finally {

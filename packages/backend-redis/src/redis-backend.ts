@@ -96,10 +96,23 @@ export async function createRedisBackend(
       );
     if (connection.url !== undefined)
       throw new InvalidArgumentError('connection', '{ url, client }', 'give either url or client, not both');
+    const { keyPrefix } = connection.client.options;
+    if (keyPrefix)
+      throw new InvalidArgumentError(
+        'connection.client',
+        `client with keyPrefix ${JSON.stringify(keyPrefix)}`,
+        'ioredis would prefix only some of the keys duetime uses; pass a client without keyPrefix and name the store with options.prefix',
+      );
     client = connection.client;
     target = describeClient(client);
   } else {
     const url = parseRedisUrl(connection.url);
+    if (options.redisOptions?.keyPrefix)
+      throw new InvalidArgumentError(
+        'options.redisOptions.keyPrefix',
+        options.redisOptions.keyPrefix,
+        'is not supported; name the store with options.prefix',
+      );
     target = url.display;
     owned = await connectUrl(url, {
       connectTimeout,

@@ -65,6 +65,20 @@ describe('configuration errors', () => {
     expect((error as InvalidArgumentError).field).toBe(field);
   });
 
+  it('rejects a client or options with an ioredis keyPrefix (it would prefix only some keys)', async () => {
+    const prefixed = new Redis(redisUrl, { keyPrefix: 'app:', lazyConnect: true });
+    try {
+      await expect(createRedisBackend({ client: prefixed })).rejects.toMatchObject({
+        field: 'connection.client',
+      });
+    } finally {
+      prefixed.disconnect();
+    }
+    await expect(
+      createRedisBackend({ url: redisUrl }, { redisOptions: { keyPrefix: 'app:' } }),
+    ).rejects.toMatchObject({ field: 'options.redisOptions.keyPrefix' });
+  });
+
   it('rejects a connection that is neither a URL nor an ioredis client', async () => {
     await expect(createRedisBackend({ client: {} as never })).rejects.toMatchObject({
       field: 'connection.client',
