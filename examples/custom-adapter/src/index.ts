@@ -1,0 +1,1 @@
+export { createFileBackend, type FileBackendOptions, fileBackendCapabilities } from './file-backend.js';
