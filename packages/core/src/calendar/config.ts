@@ -4,6 +4,7 @@ import { uniqueOwner } from '../lease/lease-manager.js';
 import type { CursorBackend, LeaseBackend } from '../lease/types.js';
 import { type Logger, silentLogger } from '../logger.js';
 import { duration, identifier, positiveInteger } from '../validate.js';
+import type { ScheduleRecord } from './records.js';
 import { Registry } from './registry.js';
 
 /** Configuration of a {@link Scheduler}. Only `registry` and `leases` (or `backend`) are required. */
@@ -60,6 +61,11 @@ export interface SchedulerConfig {
    * skipped as `filtered` (detail `maintenance`).
    */
   maintenance?: boolean | (() => boolean | Promise<boolean>);
+  /**
+   * Hears of every record: when an occurrence starts running or is skipped, and again when a running one
+   * finishes. Receives a copy; a throw is ignored. For logs and metrics (`duetime run` prints these).
+   */
+  onRecord?: (record: ScheduleRecord) => void;
 }
 
 /** A configuration with its defaults applied. */
@@ -84,6 +90,7 @@ export interface ResolvedConfig {
   logger: Logger;
   wake: SchedulerConfig['wake'];
   maintenance: () => Promise<boolean>;
+  onRecord: ((record: ScheduleRecord) => void) | undefined;
 }
 
 export const SCHEDULER_DEFAULTS = Object.freeze({
@@ -163,6 +170,8 @@ export function resolveConfig(config: SchedulerConfig): ResolvedConfig {
     throw new InvalidArgumentError('config.maintenance', m, 'must be a boolean or a function () => boolean');
   if (config.wake !== undefined && typeof config.wake !== 'function')
     throw new InvalidArgumentError('config.wake', config.wake, 'must be a function (wake) => unsubscribe');
+  if (config.onRecord !== undefined && typeof config.onRecord !== 'function')
+    throw new InvalidArgumentError('config.onRecord', config.onRecord, 'must be a function (record) => void');
   return {
     registry: config.registry,
     leases,
@@ -184,5 +193,6 @@ export function resolveConfig(config: SchedulerConfig): ResolvedConfig {
     logger: config.logger ?? silentLogger,
     wake: config.wake,
     maintenance,
+    onRecord: config.onRecord,
   };
 }

@@ -97,9 +97,21 @@ export class History {
   #start = 0;
   #seq = 0;
   readonly #counts = new Map<string, number>();
+  readonly #listener: ((record: ScheduleRecord) => void) | undefined;
 
-  constructor(max: number) {
+  /** `listener` hears of every record when it is added and again when a running one finishes. */
+  constructor(max: number, listener?: (record: ScheduleRecord) => void) {
     this.max = max;
+    this.#listener = listener;
+  }
+
+  #tell(record: ScheduleRecord): void {
+    if (!this.#listener) return;
+    try {
+      this.#listener({ ...record });
+    } catch {
+      // A listener's failure must not disturb the scheduler; it is the listener's to report.
+    }
   }
 
   /** Adds a record (given without `seq`) and returns it. */
@@ -111,6 +123,7 @@ export class History {
       this.#start = (this.#start + 1) % this.max;
     }
     if (full.state !== State.Running) this.#count(full);
+    this.#tell(full);
     return full;
   }
 
@@ -125,6 +138,7 @@ export class History {
     if (outcome.error !== undefined) record.error = outcome.error;
     record.finishedAt = outcome.finishedAt;
     this.#count(record);
+    this.#tell(record);
     return true;
   }
 

@@ -63,7 +63,7 @@ export class Scheduler {
     this.#config = c;
     this.#scope = { namespace: c.namespace, environment: c.environment, group: c.group };
     this.#prefix = `${c.namespace}/calendar/${c.environment}/${c.group}/`;
-    this.#history = new History(c.maxHistory);
+    this.#history = new History(c.maxHistory, c.onRecord);
     this.#time = new ClockGuard(c.clock, (detail, at) => this.#clockIncident(detail, at));
     const fanout = new AbortFanout();
     this.#slots = new Slots(c.concurrency, fanout);
