@@ -126,6 +126,8 @@ interface Result {
   wallNsPerCall: number;
   callsPerRound: number;
   rounds: number;
+  /** CPU time per call in each round, in nanoseconds (rounds alternate between libraries). */
+  roundsNsPerCall: number[];
 }
 
 interface Timing {
@@ -197,6 +199,7 @@ function main(): void {
         wallNsPerCall: Math.round(median(t.wall)),
         callsPerRound: t.calls,
         rounds,
+        roundsNsPerCall: t.cpu.map((ns) => Math.round(ns)),
       });
     });
   }

@@ -1,0 +1,77 @@
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { Subject } from '../subjects/types.js';
+
+/** Settings shared by every workload of one `pnpm bench` run. */
+export interface BenchContext {
+  quick: boolean;
+  rounds: number;
+  log(line: string): void;
+}
+
+/**
+ * Runs `measure` for each subject in turn, round after round (A B C A B C …), so drift in the machine's
+ * state spreads over all subjects instead of favouring one.
+ */
+export async function alternate<T>(
+  ctx: BenchContext,
+  subjects: Subject[],
+  label: string,
+  measure: (subject: Subject, round: number) => Promise<T>,
+  failed: T,
+): Promise<Map<string, T[]>> {
+  const results = new Map<string, T[]>(subjects.map((s) => [s.name, []]));
+  for (let round = 0; round < ctx.rounds; round++) {
+    for (const subject of subjects) {
+      let value: T;
+      try {
+        value = await measure(subject, round);
+      } catch (error) {
+        // A subject that cannot finish a round is reported as such (n/a), not dropped, and the run goes on.
+        ctx.log(`  ${label} round ${round + 1}/${ctx.rounds} ${subject.name}: FAILED ${(error as Error).message}`);
+        value = failed;
+      }
+      results.get(subject.name)!.push(value);
+      ctx.log(`  ${label} round ${round + 1}/${ctx.rounds} ${subject.name}: ${JSON.stringify(value)}`);
+    }
+  }
+  return results;
+}
+
+const require = createRequire(import.meta.url);
+const childEntry = fileURLToPath(new URL('./child.ts', import.meta.url));
+
+/** Runs `task` from lib/child.ts in a fresh Node process (for CPU and RSS figures of one library alone). */
+export function inChild<T>(task: string, args: unknown): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      process.execPath,
+      ['--import', pathToFileURL(require.resolve('tsx')).href, '--conditions=source', '--expose-gc', childEntry, task, JSON.stringify(args)],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      out += chunk;
+    });
+    child.once('exit', (code) => {
+      const line = out.trim().split('\n').at(-1) ?? '';
+      if (code !== 0) return reject(new Error(`bench child ${task} exited with ${code}: ${out.slice(-500)}`));
+      try {
+        resolve(JSON.parse(line) as T);
+      } catch {
+        reject(new Error(`bench child ${task} printed no result: ${out.slice(-500)}`));
+      }
+    });
+  });
+}
+
+/** Polls until `done()` or the deadline; returns false on timeout. */
+export async function until(done: () => boolean, timeoutMs: number, intervalMs = 5): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (!done()) {
+    if (Date.now() > deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+  return true;
+}

@@ -1,0 +1,126 @@
+import { type BenchContext, alternate, inChild, until } from '../lib/run.js';
+import { type Row, rowsFor } from '../lib/report.js';
+import { percentile } from '../lib/stats.js';
+import type { Item, Subject } from '../subjects/types.js';
+
+const HOUR = 3_600_000;
+
+function items(count: number, dueAt: (i: number) => number): Item[] {
+  const run = Math.random().toString(36).slice(2, 8);
+  return Array.from({ length: count }, (_, i) => ({ id: `${run}-${i}`, dueAt: dueAt(i) }));
+}
+
+/** 1. enqueue: delayed items one at a time awaited, 16 in flight, and in batches of 100 → items/s. */
+export async function enqueueWorkload(ctx: BenchContext, subjects: Subject[]): Promise<Row[]> {
+  const count = ctx.quick ? 1000 : 10_000;
+  const modes = ['awaited', 'in flight 16', 'batches of 100'] as const;
+  const rows: Row[] = [];
+  for (const mode of modes) {
+    const samples = await alternate(ctx, subjects, `enqueue ${mode}`, async (subject) => {
+      const queue = await subject.create();
+      try {
+        const list = items(count, () => Date.now() + HOUR);
+        const started = performance.now();
+        if (mode === 'awaited') for (const item of list) await queue.enqueue(item);
+        else if (mode === 'in flight 16') {
+          let next = 0;
+          await Promise.all(
+            Array.from({ length: 16 }, async () => {
+              while (next < list.length) await queue.enqueue(list[next++]!);
+            }),
+          );
+        } else for (let i = 0; i < list.length; i += 100) await queue.enqueueBatch(list.slice(i, i + 100));
+        return Math.round((count / (performance.now() - started)) * 1000);
+      } finally {
+        await queue.close();
+      }
+    }, Number.NaN);
+    rows.push(...rowsFor('enqueue', `${count.toLocaleString('en-US')} delayed items, ${mode}`, 'items/s', 'higher', subjects, samples));
+  }
+  return rows;
+}
+
+/** 2. drain: items already due, one worker at concurrency 1 and 16 → items/s until all are consumed. */
+export async function drainWorkload(ctx: BenchContext, subjects: Subject[]): Promise<Row[]> {
+  const count = ctx.quick ? 2000 : 20_000;
+  const rows: Row[] = [];
+  for (const concurrency of [1, 16]) {
+    const samples = await alternate(ctx, subjects, `drain c=${concurrency}`, async (subject) => {
+      const queue = await subject.create();
+      try {
+        const list = items(count, (i) => Date.now() - 60_000 + i);
+        for (let i = 0; i < list.length; i += 500) await queue.enqueueBatch(list.slice(i, i + 500));
+        let done = 0;
+        const started = performance.now();
+        const stop = await queue.startWorker({ concurrency, onJob: () => void done++ });
+        const finished = await until(() => done >= count, ctx.quick ? 120_000 : 300_000);
+        const elapsed = performance.now() - started;
+        await stop();
+        if (!finished) throw new Error(`${subject.name} drained only ${done} of ${count}`);
+        return Math.round((count / elapsed) * 1000);
+      } finally {
+        await queue.close();
+      }
+    }, Number.NaN);
+    rows.push(...rowsFor('drain', `${count.toLocaleString('en-US')} due items, concurrency ${concurrency}`, 'items/s', 'higher', subjects, samples));
+  }
+  return rows;
+}
+
+/** 3. lateness: items due at random moments over a window while the worker idles → handler start − due time. */
+export async function latenessWorkload(ctx: BenchContext, subjects: Subject[]): Promise<Row[]> {
+  const count = ctx.quick ? 300 : 1000;
+  const windowMs = ctx.quick ? 5000 : 10_000;
+  const samples = await alternate(ctx, subjects, 'lateness', async (subject) => {
+    const queue = await subject.create();
+    try {
+      const lateness: number[] = [];
+      const stop = await queue.startWorker({ concurrency: 16, onJob: (dueAt) => lateness.push(Date.now() - dueAt) });
+      const start = Date.now() + 1500;
+      const list = items(count, () => start + Math.floor(Math.random() * windowMs));
+      for (let i = 0; i < list.length; i += 100) await queue.enqueueBatch(list.slice(i, i + 100));
+      await until(() => lateness.length >= count, windowMs + 60_000, 20);
+      await stop();
+      return {
+        p50: percentile(lateness, 50),
+        p95: percentile(lateness, 95),
+        p99: percentile(lateness, 99),
+        max: Math.max(...lateness),
+        delivered: lateness.length,
+      };
+    } finally {
+      await queue.close();
+    }
+  }, { p50: Number.NaN, p95: Number.NaN, p99: Number.NaN, max: Number.NaN, delivered: 0 });
+  const rows: Row[] = [];
+  for (const key of ['p50', 'p95', 'p99', 'max'] as const) {
+    const byMetric = new Map([...samples].map(([name, values]) => [name, values.map((v) => v[key])]));
+    rows.push(...rowsFor('lateness', `${count} items over ${windowMs / 1000} s, ${key}`, 'ms', 'lower', subjects, byMetric));
+  }
+  return rows;
+}
+
+export interface IdleResult {
+  cpuSeconds: number;
+  rssMb: number;
+}
+
+/** 4. idle cost: many items due in an hour, the worker idle → CPU seconds and RSS of the worker process. */
+export async function idleWorkload(ctx: BenchContext, subjects: Subject[]): Promise<Row[]> {
+  const count = ctx.quick ? 10_000 : 100_000;
+  const idleMs = ctx.quick ? 5000 : 30_000;
+  const samples = await alternate(
+    ctx,
+    subjects,
+    'idle',
+    (subject) => inChild<IdleResult>('idle', { subject: subject.name, count, idleMs }),
+    { cpuSeconds: Number.NaN, rssMb: Number.NaN },
+  );
+  const cpu = new Map([...samples].map(([name, values]) => [name, values.map((v) => v.cpuSeconds)]));
+  const rss = new Map([...samples].map(([name, values]) => [name, values.map((v) => v.rssMb)]));
+  const label = `${count.toLocaleString('en-US')} pending, idle ${idleMs / 1000} s`;
+  return [
+    ...rowsFor('idle', `${label}, worker CPU`, 's', 'lower', subjects, cpu),
+    ...rowsFor('idle', `${label}, worker RSS`, 'MB', 'lower', subjects, rss),
+  ];
+}
