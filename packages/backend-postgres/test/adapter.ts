@@ -27,7 +27,7 @@ export function schemaFor(namespace: string): string {
  */
 export async function open(
   namespace: string,
-  options: { applicationName?: string } = {},
+  options: { applicationName?: string; poolSize?: number } = {},
 ): Promise<Backend<pg.PoolClient>> {
   try {
     return await createPostgresBackend(
