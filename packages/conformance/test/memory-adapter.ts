@@ -1,6 +1,16 @@
-import { type Backend, createMemoryBackend } from '@duetime/core';
+import { type Backend, createMemoryBackend, MemoryDatabase } from '@duetime/core';
 
-/** An adapter module for the harness tests: every process gets its own in-memory data. */
-export async function open(_namespace: string): Promise<Backend> {
-  return createMemoryBackend();
+const databases = new Map<string, MemoryDatabase>();
+
+/** An adapter module over the in-memory backend: one database per namespace, inside this process. */
+export async function open(namespace: string): Promise<Backend> {
+  let database = databases.get(namespace);
+  if (!database) {
+    database = new MemoryDatabase();
+    databases.set(namespace, database);
+  }
+  return createMemoryBackend({ database });
 }
+
+/** The in-memory backend lives inside one process and does not outlive it. */
+export const capabilities = { multiProcess: false, durable: false };
