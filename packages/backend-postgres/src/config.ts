@@ -38,6 +38,12 @@ export interface PostgresBackendOptions {
   connectionTimeoutMs?: number;
   /** `application_name` of the connections the backend opens (default `duetime`), shown in pg_stat_activity. */
   applicationName?: string;
+  /**
+   * Run the frequent queries (due lookups, loads, leases, cursors) as named prepared statements, parsed
+   * and planned once per connection (default true). Turn off behind a pooler that cannot keep them
+   * (PgBouncer in transaction mode before 1.21, or without `max_prepared_statements`).
+   */
+  preparedStatements?: boolean;
 }
 
 /** Options after validation, with what the connection resolved to. */
@@ -53,6 +59,7 @@ export interface ResolvedConfig {
   logger: Logger;
   migrate: boolean;
   connectionTimeoutMs: number;
+  preparedStatements: boolean;
 }
 
 const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -158,6 +165,12 @@ export function resolveConfig(
     );
   if (options.migrate !== undefined && typeof options.migrate !== 'boolean')
     throw new InvalidArgumentError('options.migrate', options.migrate, 'must be a boolean');
+  if (options.preparedStatements !== undefined && typeof options.preparedStatements !== 'boolean')
+    throw new InvalidArgumentError(
+      'options.preparedStatements',
+      options.preparedStatements,
+      'must be a boolean',
+    );
   if (options.clock !== undefined && typeof options.clock?.now !== 'function')
     throw new InvalidArgumentError('options.clock', options.clock, 'must be a Clock { now, setTimer }');
   if (options.logger !== undefined && typeof options.logger?.warn !== 'function')
@@ -172,6 +185,7 @@ export function resolveConfig(
     logger: options.logger ?? silentLogger,
     migrate: options.migrate ?? true,
     connectionTimeoutMs,
+    preparedStatements: options.preparedStatements ?? true,
   };
 
   if ('pool' in connection) {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { ClosedError, type Logger, sleep, systemClock } from '@duetime/core';
 import type pg from 'pg';
 import { type ConnectionTarget, isConnectionError, toDuetimeError } from './errors.js';
@@ -27,6 +28,15 @@ export const RAW_TYPES = {
 
 type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
 
+/** SQL text, optionally as a named prepared statement (parsed and planned once per connection). */
+export type Statement = string | { name: string; text: string };
+
+function config(statement: Statement, values: unknown[]): pg.QueryConfig {
+  return typeof statement === 'string'
+    ? { text: statement, values, types: RAW_TYPES }
+    : { name: statement.name, text: statement.text, values, types: RAW_TYPES };
+}
+
 /** The pool, what it points at, and the helpers every part of the backend runs its SQL through. */
 export class Connection {
   readonly pool: pg.Pool;
@@ -51,13 +61,20 @@ export class Connection {
   };
   #closed = false;
 
+  readonly #statementPrefix: string | undefined;
+
   constructor(options: {
     pool: pg.Pool;
     ownsPool: boolean;
     target: ConnectionTarget;
     secret: string | undefined;
     logger: Logger;
+    preparedStatements: boolean;
   }) {
+    // Names are per connection; the schema's hash keeps two backends sharing a pool apart.
+    this.#statementPrefix = options.preparedStatements
+      ? `duetime_${createHash('sha256').update(options.target.schema).digest('hex').slice(0, 10)}_`
+      : undefined;
     this.pool = options.pool;
     this.#ownsPool = options.ownsPool;
     this.target = options.target;
@@ -81,6 +98,14 @@ export class Connection {
     if (this.#closed) throw new ClosedError('postgres backend');
   }
 
+  /**
+   * A statement run often with parameters: named (prepared once per connection, skipping the parse and
+   * plan of every later run) unless prepared statements are turned off.
+   */
+  prepared(name: string, text: string): Statement {
+    return this.#statementPrefix === undefined ? text : { name: this.#statementPrefix + name, text };
+  }
+
   /** Maps a pg error to a duetime error naming `operation` and the target. */
   error(error: unknown, operation: string): Error {
     return toDuetimeError(error, operation, this.target, this.#secret);
@@ -89,13 +114,13 @@ export class Connection {
   /** Runs one statement on `on` (the pool by default), mapping errors. */
   async query<R extends Record<string, unknown>>(
     operation: string,
-    text: string,
+    statement: Statement,
     values: unknown[] = [],
     on: Queryable = this.pool,
   ): Promise<pg.QueryResult<R>> {
     this.check();
     try {
-      return (await on.query({ text, values, types: RAW_TYPES })) as pg.QueryResult<R>;
+      return (await on.query(config(statement, values))) as pg.QueryResult<R>;
     } catch (error) {
       throw this.error(error, operation);
     }
@@ -107,13 +132,13 @@ export class Connection {
    */
   async idempotent<R extends Record<string, unknown>>(
     operation: string,
-    text: string,
+    statement: Statement,
     values: unknown[] = [],
   ): Promise<pg.QueryResult<R>> {
     for (let attempt = 0; ; attempt++) {
       this.check();
       try {
-        return (await this.pool.query({ text, values, types: RAW_TYPES })) as pg.QueryResult<R>;
+        return (await this.pool.query(config(statement, values))) as pg.QueryResult<R>;
       } catch (error) {
         if (attempt >= 2 || !isConnectionError(error) || this.#closed) throw this.error(error, operation);
         await sleep(systemClock, 50 * 4 ** attempt);

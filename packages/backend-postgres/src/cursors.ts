@@ -1,5 +1,5 @@
 import { type CursorBackend, duration, InvalidArgumentError, identifier, validDate } from '@duetime/core';
-import type { Connection } from './connection.js';
+import type { Connection, Statement } from './connection.js';
 import { cursorSql } from './sql/cursors.js';
 import { quoteIdent } from './sql/ident.js';
 import { PG_MIN_TIME, pgTimestamp } from './sql/time.js';
@@ -10,11 +10,15 @@ import { PG_MIN_TIME, pgTimestamp } from './sql/time.js';
  */
 export class PostgresCursors implements CursorBackend {
   readonly #connection: Connection;
-  readonly #sql: ReturnType<typeof cursorSql>;
+  readonly #sql: Record<'read' | 'advance', Statement>;
 
   constructor(connection: Connection) {
     this.#connection = connection;
-    this.#sql = cursorSql(quoteIdent(connection.target.schema));
+    const sql = cursorSql(quoteIdent(connection.target.schema));
+    this.#sql = {
+      read: connection.prepared('cursor_read', sql.read),
+      advance: connection.prepared('cursor_advance', sql.advance),
+    };
   }
 
   async read(key: string): Promise<Date | undefined> {

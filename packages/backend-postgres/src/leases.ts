@@ -1,5 +1,5 @@
 import { duration, identifier, type LeaseBackend, type LeaseGrant, type LeaseHolder } from '@duetime/core';
-import type { Connection } from './connection.js';
+import type { Connection, Statement } from './connection.js';
 import { quoteIdent } from './sql/ident.js';
 import { leaseSql } from './sql/leases.js';
 
@@ -12,11 +12,17 @@ import { leaseSql } from './sql/leases.js';
  */
 export class PostgresLeases implements LeaseBackend {
   readonly #connection: Connection;
-  readonly #sql: ReturnType<typeof leaseSql>;
+  readonly #sql: Record<'acquire' | 'renew' | 'release' | 'holder', Statement>;
 
   constructor(connection: Connection) {
     this.#connection = connection;
-    this.#sql = leaseSql(quoteIdent(connection.target.schema));
+    const sql = leaseSql(quoteIdent(connection.target.schema));
+    this.#sql = {
+      acquire: connection.prepared('lease_acquire', sql.acquire),
+      renew: connection.prepared('lease_renew', sql.renew),
+      release: connection.prepared('lease_release', sql.release),
+      holder: connection.prepared('lease_holder', sql.holder),
+    };
   }
 
   async acquire(key: string, owner: string, ttlMs: number): Promise<LeaseGrant | undefined> {

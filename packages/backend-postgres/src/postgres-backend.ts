@@ -102,6 +102,7 @@ function openConnection(config: ResolvedConfig): Connection {
     target: config.target,
     secret: config.secret,
     logger: config.logger,
+    preparedStatements: config.preparedStatements,
   });
 }
 

@@ -7,7 +7,7 @@ import {
   type StoreDriver,
 } from '@duetime/core';
 import type pg from 'pg';
-import type { Connection } from './connection.js';
+import type { Connection, Statement } from './connection.js';
 import type { ChangeNotifier } from './notifications.js';
 import { toEvent, toSchedule } from './rows.js';
 import { type EventRow, eventSql } from './sql/events.js';
@@ -30,16 +30,22 @@ export class PostgresStoreDriver implements StoreDriver<pg.PoolClient> {
   readonly #connection: Connection;
   readonly #notifier: ChangeNotifier;
   readonly #sql: Statements;
-  readonly #loadEvents: string;
-  readonly #loadSchedule: string;
+  readonly #loadEvents: Statement;
+  readonly #loadSchedule: Statement;
+  readonly #due: Statement;
+  readonly #nextDue: Statement;
+  readonly #recordFailure: Statement;
 
   constructor(connection: Connection, notifier: ChangeNotifier) {
     this.#connection = connection;
     this.#notifier = notifier;
     const s = quoteIdent(connection.target.schema);
     this.#sql = { schedules: scheduleSql(s), events: eventSql(s) };
-    this.#loadEvents = this.#sql.events.load('$1');
-    this.#loadSchedule = this.#sql.schedules.load('$1');
+    this.#loadEvents = connection.prepared('load_events', this.#sql.events.load('$1'));
+    this.#loadSchedule = connection.prepared('load_schedule', this.#sql.schedules.load('$1'));
+    this.#due = connection.prepared('due', this.#sql.schedules.due);
+    this.#nextDue = connection.prepared('next_due', this.#sql.schedules.nextDue);
+    this.#recordFailure = connection.prepared('record_failure', this.#sql.schedules.recordFailure);
   }
 
   async begin(): Promise<DriverTransaction<pg.PoolClient>> {
@@ -80,19 +86,15 @@ export class PostgresStoreDriver implements StoreDriver<pg.PoolClient> {
 
   async dueSchedules(now: Date, limit: number): Promise<Schedule[]> {
     if (now.getTime() < PG_MIN_TIME) return [];
-    const result = await this.#connection.idempotent<ScheduleRow>(
-      'find due schedules',
-      this.#sql.schedules.due,
-      [pgTimestamp(now), limit],
-    );
+    const result = await this.#connection.idempotent<ScheduleRow>('find due schedules', this.#due, [
+      pgTimestamp(now),
+      limit,
+    ]);
     return result.rows.map(toSchedule);
   }
 
   async nextDueAt(): Promise<Date | undefined> {
-    const result = await this.#connection.idempotent<{ due_ms: number }>(
-      'find next due time',
-      this.#sql.schedules.nextDue,
-    );
+    const result = await this.#connection.idempotent<{ due_ms: number }>('find next due time', this.#nextDue);
     const row = result.rows[0];
     return row ? new Date(row.due_ms) : undefined;
   }
@@ -104,11 +106,13 @@ export class PostgresStoreDriver implements StoreDriver<pg.PoolClient> {
   ): Promise<boolean> {
     if (failure.dueAt.getTime() < PG_MIN_TIME)
       throw new InvalidArgumentError('failure.dueAt', failure.dueAt, 'is earlier than PostgreSQL can store');
-    const result = await this.#connection.idempotent(
-      'record failed delivery',
-      this.#sql.schedules.recordFailure,
-      [key, version, failure.attempts, pgTimestamp(failure.dueAt), failure.error.replaceAll('\u0000', '')],
-    );
+    const result = await this.#connection.idempotent('record failed delivery', this.#recordFailure, [
+      key,
+      version,
+      failure.attempts,
+      pgTimestamp(failure.dueAt),
+      failure.error.replaceAll('\u0000', ''),
+    ]);
     return result.rowCount === 1;
   }
 

@@ -48,6 +48,7 @@ describe('configuration errors', () => {
     [{ applicationName: 'bad\nname' }, 'options.applicationName'],
     [{ clock: {} }, 'options.clock'],
     [{ logger: 1 }, 'options.logger'],
+    [{ preparedStatements: 'no' }, 'options.preparedStatements'],
   ])('rejects option %j naming %s, before connecting', async (options, field) => {
     const error = await rejection(
       createPostgresBackend({ connectionString: 'postgres://127.0.0.1:1/none' }, options as never),

@@ -156,6 +156,33 @@ describe('tx.sql: the application’s SQL in the same transaction', () => {
   });
 });
 
+describe('sharing one application pool', () => {
+  it('keeps two schemas apart on one pool, with and without prepared statements', async () => {
+    const pool = new pg.Pool({ connectionString: urlWithUser(PG_URL), max: 2 });
+    const [one, two] = [schemaFor(freshNamespace()), schemaFor(freshNamespace())];
+    const a = await createPostgresBackend({ pool }, { schema: one });
+    const b = await createPostgresBackend({ pool }, { schema: two, preparedStatements: false });
+    try {
+      const at = new Date(Date.now() - 1);
+      for (let i = 0; i < 5; i++) {
+        await a.store.transact((tx) => tx.schedule(`k/${i}`, at, msg('a')));
+        await b.store.transact((tx) => tx.schedule(`k/${i}`, at, msg('b')));
+        // The same statements, on the same two connections, against different schemas.
+        expect((await a.store.loadSchedule(`k/${i}`))?.message.aggregateId).toBe('a');
+        expect((await b.store.loadSchedule(`k/${i}`))?.message.aggregateId).toBe('b');
+        expect((await a.store.driver.dueSchedules(new Date(), 100)).length).toBe(i + 1);
+        expect((await b.store.driver.dueSchedules(new Date(), 100)).length).toBe(i + 1);
+        expect((await a.leases.acquire(`l/${i}`, 'a', 10_000))?.token).toBe(1);
+        expect((await b.leases.acquire(`l/${i}`, 'b', 10_000))?.token).toBe(1);
+      }
+    } finally {
+      await a.close();
+      await b.close();
+      await pool.end();
+    }
+  });
+});
+
 describe('buffered puts inside a transaction', () => {
   it('sees its own puts, keeps the last put per key, and gives it a newer version', async () => {
     const backend = await open(freshNamespace());
