@@ -192,6 +192,11 @@ export class NatsIo {
   }
 }
 
+/** Publishes the one message of `subject` unless it exists (see {@link Layout.logAnchor}). */
+export async function ensureAnchor(io: NatsIo, subject: string): Promise<void> {
+  await io.publish(subject, '', { expectSubjectSeq: 0 });
+}
+
 export interface StreamSettings {
   name: string;
   subjects: string[];

@@ -18,6 +18,13 @@ export interface Layout {
   readonly logCommit: string;
   /** Subject of the parts of a commit too large for one message. */
   readonly logPart: string;
+  /**
+   * Subjects of one message each that is never purged, in the log and lease streams: a stream that a
+   * filtered purge empties restarts its sequence at 0 when a NATS 2.9 server crashes, which would
+   * reuse commit-log sequences and fencing tokens. (The state stream keeps its chain head instead.)
+   */
+  readonly logAnchor: string;
+  readonly leaseAnchor: string;
   /** Core-NATS subject (not stored) announcing commits that put schedules. */
   readonly wake: string;
   readonly stateSubjects: string;
@@ -64,6 +71,8 @@ export function layout(prefix: string): Layout {
     leaseStream: `${p}_lease`,
     logCommit: `${p}.log.c`,
     logPart: `${p}.log.p`,
+    logAnchor: `${p}.log.anchor`,
+    leaseAnchor: `${p}.lease.anchor`,
     wake: `${p}.wake`,
     stateSubjects: `${st}.>`,
     head: `${st}.head`,

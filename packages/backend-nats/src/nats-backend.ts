@@ -20,7 +20,7 @@ import {
   serverVersion,
 } from './connection.js';
 import { NatsCursors } from './cursors.js';
-import { NatsIo } from './io.js';
+import { ensureAnchor, NatsIo } from './io.js';
 import { type Layout, layout as makeLayout } from './layout.js';
 import { NatsLeases } from './leases.js';
 import { CommitLog } from './log.js';
@@ -187,6 +187,9 @@ async function open(nc: NatsConnection, owned: boolean, layout: Layout, s: Setti
     logger: s.logger,
     ...(s.hooks ? { hooks: s.hooks } : {}),
   });
+  await materialiser.genesis();
+  await ensureAnchor(io, layout.logAnchor);
+  await ensureAnchor(io, layout.leaseAnchor);
   materialiser.start();
   const driver = new NatsStoreDriver({
     io,

@@ -1,6 +1,7 @@
 import {
   BackendError,
   ConflictError,
+  CorruptDataError,
   createBufferedTransaction,
   type DriverScheduleQuery,
   type DriverTransaction,
@@ -287,9 +288,14 @@ export class NatsStoreDriver implements StoreDriver<undefined> {
   /** Logs `entry`, waits until it is applied, and throws a ConflictError when it did not commit. */
   async #commit(entry: Entry): Promise<void> {
     const c = this.#c;
+    const seen = c.materialiser.highestApplied;
     const seq = await c.log.append(entry).catch((error: unknown) => {
       throw c.io.error(error, 'append to the commit log');
     });
+    if (seq <= seen)
+      throw new CorruptDataError(
+        `stream ${c.layout.logStream} gave this commit sequence ${seq}, but sequences up to ${seen} were already applied: the stream's sequence went back (a NATS 2.9 server restart after its last message was purged); the commit will not take effect`,
+      );
     await c.hooks?.afterAppend?.(seq);
     const state = await this.#applied(seq);
     const abort = await c.materialiser.outcome(seq, state);

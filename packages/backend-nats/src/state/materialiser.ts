@@ -3,7 +3,7 @@ import type { Subscription } from '@nats-io/transport-node';
 import type { NatsIo, StoredMessage } from '../io.js';
 import type { Layout } from '../layout.js';
 import { headerWrite, PLANNER_VERSION, type Plan, plan } from './planner.js';
-import { KIND_HEADER, type NodeCache, Snapshot, StaleSnapshot } from './snapshot.js';
+import { KIND_HEADER, type NodeCache, PREV_HEADER, Snapshot, StaleSnapshot } from './snapshot.js';
 import {
   type AbortValue,
   type Entry,
@@ -61,6 +61,7 @@ export class Materialiser {
   readonly #outcomes = new Map<number, AbortValue | undefined>();
   #running: Promise<void> | undefined;
   #ownBase = -1;
+  #highestApplied = 0;
   #cleanup: Promise<void> = Promise.resolve();
   #closed = false;
   #metaSub: Subscription | undefined;
@@ -71,6 +72,32 @@ export class Materialiser {
     this.#layout = layout;
     this.#cache = cache;
     this.#options = options;
+  }
+
+  /**
+   * Writes the chain's first head (an empty meta record) into an empty state stream, so the stream is
+   * never empty again (see {@link Layout.logAnchor} for why that matters).
+   */
+  async genesis(): Promise<void> {
+    const meta = emptyMeta();
+    await this.#io.publish(this.#layout.head, JSON.stringify(meta), {
+      expectLastSeq: 0,
+      headers: { [KIND_HEADER]: 'meta', [PREV_HEADER]: '0' },
+    });
+  }
+
+  /** The highest applied log sequence this process has seen. */
+  get highestApplied(): number {
+    return this.#highestApplied;
+  }
+
+  #seen(state: AppliedState, logHead: number): AppliedState {
+    if (logHead < state.meta.applied)
+      throw new CorruptDataError(
+        `stream ${this.#layout.logStream}: its last sequence ${logHead} is behind the applied state (${state.meta.applied}); the stream was emptied and recreated, or its sequence reset (a NATS 2.9 server restart after its last message was purged), and commits logged since may be ignored. Stop every process and restore the stream, or move its sequence past ${state.meta.applied} (purge with seq ${state.meta.applied + 1})`,
+      );
+    if (state.meta.applied > this.#highestApplied) this.#highestApplied = state.meta.applied;
+    return state;
   }
 
   /** Starts listening for other processes' progress (a hint that shortens waits). */
@@ -94,6 +121,7 @@ export class Materialiser {
       this.#io.lastSeq(this.#layout.logStream),
       this.#readHead(),
     ]);
+    this.#seen(state, head);
     if (!open && state.meta.applied >= head) return state;
     return this.through(head);
   }
@@ -188,6 +216,7 @@ export class Materialiser {
       this.#readHead(),
       this.#io.lastSeq(this.#layout.logStream),
     ]);
+    this.#seen(state, head);
     if (open) return (await this.#continue(state, open)) ?? (await this.#readHead()).state;
     if (state.meta.applied >= target) return state;
     const to = Math.min(head, state.meta.applied + ENTRIES_PER_PLAN);
