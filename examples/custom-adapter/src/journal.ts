@@ -99,22 +99,30 @@ export class Journal<R, S> {
   /**
    * Under the lock, with the replica caught up, `decide` returns the record to append (if any) and the
    * result. The record is durable and applied before the returned promise resolves.
+   *
+   * `decide` must only read the replica: it runs once without the lock first, when this process's turn
+   * comes. A refusal or a conflict found then is final (it was decided on committed state) and costs no
+   * lock; same-process writers queued ahead have just committed, so most races between them end there.
    */
-  write<T>(decide: () => { record?: R; result: T }): Promise<T> {
+  async write<T>(decide: () => { record?: R; result: T }): Promise<T> {
     this.#check();
-    return this.#lock.run(() =>
-      this.#mutex.run(async () => {
-        this.#check();
-        await this.#catchUp();
-        await this.#cutTornTail();
-        const { record, result } = decide();
-        if (record !== undefined) {
-          await this.#append({ r: record });
-          await this.#compactIfGrown();
-        }
-        return result;
-      }),
-    );
+    return this.#lock.turn(async (hold) => {
+      const early = await this.read(decide);
+      if (early.record === undefined) return early.result;
+      return hold(() =>
+        this.#mutex.run(async () => {
+          this.#check();
+          const size = await this.#catchUp();
+          if (size > this.#offset) await this.#cutTornTail();
+          const { record, result } = decide();
+          if (record !== undefined) {
+            await this.#append({ r: record });
+            await this.#compactIfGrown();
+          }
+          return result;
+        }),
+      );
+    });
   }
 
   /**
@@ -141,6 +149,7 @@ export class Journal<R, S> {
     for (const watcher of this.#watchers) watcher.close();
     this.#watchers.clear();
     return this.#mutex.run(async () => {
+      await this.#lock.close();
       await this.#file?.close();
       this.#file = undefined;
     });
@@ -150,12 +159,18 @@ export class Journal<R, S> {
     if (this.#closed) throw new ClosedError(`file journal ${this.path}`);
   }
 
-  async #catchUp(): Promise<void> {
+  /** Applies the lines appended since the last look; returns the file's size (past the last line if torn). */
+  async #catchUp(): Promise<number> {
     try {
-      const current = await stat(this.path);
-      if (!this.#file || current.ino !== this.#inode) await this.#reopen();
-      const { size } = await this.#file!.stat();
+      // The path's inode says whether a compaction replaced the file; when not, its size is our file's.
+      let { ino, size } = await stat(this.path);
+      if (!this.#file || ino !== this.#inode) {
+        await this.#reopen();
+        ({ ino, size } = await this.#file!.stat());
+        this.#inode = ino;
+      }
       if (size > this.#offset) await this.#applyFrom(this.#offset, size);
+      return size;
     } catch (error) {
       throw error instanceof CorruptDataError ? error : fsError('read journal', this.path, error);
     }
@@ -165,7 +180,6 @@ export class Journal<R, S> {
   async #reopen(): Promise<void> {
     await this.#file?.close();
     this.#file = await open(this.path, constants.O_RDWR);
-    this.#inode = (await this.#file.stat()).ino;
     this.#offset = 0;
     this.#snapshotBytes = 0;
     this.#replica.restore(undefined);
@@ -197,9 +211,8 @@ export class Journal<R, S> {
 
   /** Bytes past the last complete line, under the lock, are a write torn by a crash: cut them off. */
   async #cutTornTail(): Promise<void> {
-    const file = this.#file!;
     try {
-      if ((await file.stat()).size > this.#offset) await file.truncate(this.#offset);
+      await this.#file!.truncate(this.#offset);
     } catch (error) {
       throw fsError('truncate torn journal tail', this.path, error);
     }

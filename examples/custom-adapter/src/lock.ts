@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, rename, rm, rmdir, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { BackendError, sleep, systemClock } from '@duetime/core';
+import { BackendError, ClosedError, sleep, systemClock } from '@duetime/core';
 import { fsError, hasCode } from './errors.js';
 
 /** Runs async functions one at a time, in call order. */
@@ -50,10 +50,10 @@ const queues = new Map<string, Mutex>();
  * A cross-process lock on a directory, with a stale-lock rule: a holder whose process is gone loses it.
  *
  * The lock is the directory `<dir>/lock` holding one file named after its holder (`<pid>-<nonce>`).
- * - Acquire: build that directory under a private name, then `rename` it to `lock`. A rename onto a
- *   directory that is not empty fails, so at most one holder wins; the lock appears fully formed, with its
- *   owner inside, and never exists without one.
- * - Release: `rename` it back to the private name and delete it: the lock disappears in one step.
+ * - Acquire: `rename` the holder's private directory `lock-<pid>-<nonce>` (made once, with its owner file
+ *   inside) to `lock`. A rename onto a directory that is not empty fails, so at most one holder wins; the
+ *   lock appears fully formed, with its owner inside, and never exists without one.
+ * - Release: `rename` it back to the private name: the lock disappears in one step.
  * - Stale: when the holder's process is dead, delete its owner file (its name is unique to that holder)
  *   and then `rmdir` the lock, which only succeeds on an empty directory. A live holder's lock always holds
  *   its owner file, so two breakers racing, or a breaker racing a new holder, can never remove a live lock:
@@ -64,72 +64,90 @@ const queues = new Map<string, Mutex>();
  */
 export class DirectoryLock {
   readonly path: string;
-  readonly #dir: string;
+  readonly #owner = ownerName();
+  readonly #staging: string;
   readonly #timeoutMs: number;
+  #prepared = false;
+  #closed = false;
 
   constructor(dir: string, timeoutMs: number) {
-    this.#dir = dir;
     this.path = join(dir, 'lock');
+    this.#staging = join(dir, `${STAGING_PREFIX}${this.#owner}`);
     this.#timeoutMs = timeoutMs;
   }
 
-  /** Runs `fn` while holding the lock. */
-  run<T>(fn: () => Promise<T>): Promise<T> {
+  /**
+   * Waits for this process's turn (same-process callers go one at a time), then runs `fn`, which calls
+   * `hold` for the part that needs the cross-process lock. Work that turns out not to need it (a decision
+   * that can be made from a read) skips the file system's lock altogether.
+   */
+  turn<T>(fn: (hold: <U>(critical: () => Promise<U>) => Promise<U>) => Promise<T>): Promise<T> {
+    return this.#queue().run(async () => {
+      if (this.#closed) throw new ClosedError(`lock ${this.path}`);
+      return fn(async (critical) => {
+        await this.#acquire();
+        try {
+          return await critical();
+        } finally {
+          await this.#release();
+        }
+      });
+    });
+  }
+
+  /** Removes the private directory, after any acquisition queued before. */
+  close(): Promise<void> {
+    return this.#queue().run(async () => {
+      this.#closed = true;
+      await rm(this.#staging, { recursive: true, force: true });
+    });
+  }
+
+  #queue(): Mutex {
     let queue = queues.get(this.path);
     if (!queue) {
       queue = new Mutex();
       queues.set(this.path, queue);
     }
-    return queue.run(async () => {
-      const release = await this.#acquire();
-      try {
-        return await fn();
-      } finally {
-        await release();
-      }
-    });
+    return queue;
   }
 
-  async #acquire(): Promise<() => Promise<void>> {
-    const owner = ownerName();
-    const staging = join(this.#dir, `${STAGING_PREFIX}${owner}`);
-    try {
-      await mkdir(staging);
-      await writeFile(join(staging, owner), '');
-    } catch (error) {
-      throw fsError('prepare lock', staging, error);
+  async #acquire(): Promise<void> {
+    if (!this.#prepared) {
+      try {
+        await mkdir(this.#staging);
+        await writeFile(join(this.#staging, this.#owner), '');
+      } catch (error) {
+        throw fsError('prepare lock', this.#staging, error);
+      }
+      this.#prepared = true;
     }
     const deadline = Date.now() + this.#timeoutMs;
     for (let attempt = 0; ; attempt++) {
       try {
-        await rename(staging, this.path);
-        break;
+        await rename(this.#staging, this.path);
+        return;
       } catch (error) {
-        if (!hasCode(error, 'ENOTEMPTY', 'EEXIST')) {
-          await rm(staging, { recursive: true, force: true });
-          throw fsError('acquire lock', this.path, error);
-        }
+        if (!hasCode(error, 'ENOTEMPTY', 'EEXIST')) throw fsError('acquire lock', this.path, error);
       }
       const holder = await this.#judge();
       if (holder === undefined) continue;
-      if (Date.now() > deadline) {
-        await rm(staging, { recursive: true, force: true });
+      if (Date.now() > deadline)
         throw new BackendError(
           `acquire lock (${this.path})`,
           `held by live process ${holder} for more than ${this.#timeoutMs} ms`,
           { transient: true },
         );
-      }
       await sleep(systemClock, Math.min(1 + attempt, 20) * (0.5 + Math.random()));
     }
-    return async () => {
-      try {
-        await rename(this.path, staging);
-        await rm(staging, { recursive: true, force: true });
-      } catch (error) {
-        throw fsError('release lock', this.path, error);
-      }
-    };
+  }
+
+  async #release(): Promise<void> {
+    try {
+      await rename(this.path, this.#staging);
+    } catch (error) {
+      throw fsError('release lock', this.path, error);
+    }
   }
 
   /** Returns the live holder's pid, or undefined after finding the lock free or breaking a stale one. */
@@ -145,7 +163,7 @@ export class DirectoryLock {
       const pid = ownerPid(name);
       if (pid !== undefined && isAlive(pid)) return pid;
     }
-    // Empty (a release in progress) or held by a dead process.
+    // Held by a dead process, or empty (a breaker is halfway through).
     try {
       for (const name of owners) await unlink(join(this.path, name)).catch(ignore('ENOENT'));
       await rmdir(this.path).catch(ignore('ENOENT', 'ENOTEMPTY', 'EEXIST'));

@@ -37,8 +37,8 @@ export class JournalStoreDriver implements StoreDriver<undefined> {
   }
 
   /** All of a transaction's operations become one line, or the transaction fails with nothing written. */
-  #commit(ops: StoreOp[]): Promise<void> {
-    return this.#journal.write(() => ({
+  async #commit(ops: StoreOp[]): Promise<void> {
+    await this.#journal.write(() => ({
       record: { type: 'commit', ops: this.#state.resolve(ops) },
       result: undefined,
     }));

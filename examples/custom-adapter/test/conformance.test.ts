@@ -1,5 +1,7 @@
+import { rmSync } from 'node:fs';
 import { runConformance } from '@duetime/conformance';
-import { capabilities, open } from '../src/adapter.js';
+import { afterAll } from 'vitest';
+import { capabilities, open, root } from '../src/adapter.js';
 
 runConformance({
   name: 'file-journal',
@@ -7,3 +9,5 @@ runConformance({
   capabilities,
   module: new URL('../src/adapter.ts', import.meta.url),
 });
+
+afterAll(() => rmSync(root, { recursive: true, force: true }));
