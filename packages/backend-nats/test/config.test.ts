@@ -1,0 +1,148 @@
+import { createServer, type Server } from 'node:net';
+import { freshNamespace } from '@duetime/conformance';
+import { BackendError, InvalidArgumentError } from '@duetime/core';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { afterAll, describe, expect, it } from 'vitest';
+import { connectNats, createNatsBackend, deleteNatsBackendData, type NatsTarget } from '../src/index.js';
+import { NATS_URL } from './adapter.js';
+import { freePort } from './fixtures/private-server.js';
+
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(
+    () => {
+      throw new Error('expected a rejection');
+    },
+    (error: unknown) => error,
+  );
+}
+
+describe('createNatsBackend: bad input and unreachable servers', () => {
+  const prefixes: string[] = [];
+  afterAll(async () => {
+    const nc = await connectNats(NATS_URL);
+    for (const prefix of prefixes) await deleteNatsBackendData(nc, prefix).catch(() => {});
+    await nc.close();
+  });
+
+  it.each([
+    ['http://127.0.0.1:4222', 'servers', /scheme "http"/],
+    ['', 'servers', /non-empty URL/],
+    ['nats://127.0.0.1:99999', 'servers', /valid URL/],
+    ['nats://127.0.0.1:4222/path', 'servers', /path/],
+    [42, 'servers', /URL string/],
+    [[], 'servers', /at least one/],
+    [['nats://127.0.0.1:4222', 'ftp://x'], 'servers[1]', /scheme "ftp"/],
+  ])('rejects servers %j with an InvalidArgumentError naming %s', async (servers, field, reason) => {
+    const error = await rejection(createNatsBackend({ servers } as NatsTarget));
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect(error).toMatchObject({ code: 'DUETIME_INVALID_ARGUMENT', field });
+    expect((error as Error).message).toMatch(reason);
+  });
+
+  it('masks the password of a rejected URL', async () => {
+    const error = await rejection(createNatsBackend({ servers: 'nats://app:s3cret@127.0.0.1:notaport' }));
+    expect(error).toMatchObject({ field: 'servers', value: 'nats://app:***@127.0.0.1:notaport' });
+    expect((error as Error).message).not.toContain('s3cret');
+  });
+
+  it.each([
+    [{ prefix: 'a.b' }, 'options.prefix'],
+    [{ prefix: '' }, 'options.prefix'],
+    [{ prefix: 'x'.repeat(33) }, 'options.prefix'],
+    [{ prefix: 'a>' }, 'options.prefix'],
+    [{ requestTimeoutMs: -1 }, 'options.requestTimeoutMs'],
+    [{ commitTimeoutMs: 1.5 }, 'options.commitTimeoutMs'],
+    [{ stallMs: 0 }, 'options.stallMs'],
+    [{ storage: 'disk' }, 'options.storage'],
+  ])('rejects options %j with an InvalidArgumentError naming %s', async (options, field) => {
+    const error = await rejection(createNatsBackend({ servers: NATS_URL }, options as never));
+    expect(error).toMatchObject({ code: 'DUETIME_INVALID_ARGUMENT', field });
+  });
+
+  it('rejects a target with both or neither of servers and connection, and a closed connection', async () => {
+    const nc = await connectNats(NATS_URL);
+    await expect(createNatsBackend({ servers: NATS_URL, connection: nc } as never)).rejects.toMatchObject({
+      field: 'target',
+    });
+    await expect(createNatsBackend({} as never)).rejects.toMatchObject({ field: 'target' });
+    await nc.close();
+    await expect(createNatsBackend({ connection: nc })).rejects.toMatchObject({ field: 'connection' });
+    await expect(createNatsBackend({ connection: { not: 'a connection' } } as never)).rejects.toMatchObject({
+      field: 'connection',
+    });
+  });
+
+  it('reports a server that refuses connections as a transient BackendError naming it', async () => {
+    const port = await freePort();
+    const error = await rejection(createNatsBackend({ servers: `nats://127.0.0.1:${port}` }));
+    expect(error).toBeInstanceOf(BackendError);
+    expect(error).toMatchObject({ code: 'DUETIME_BACKEND', transient: true });
+    expect((error as BackendError).operation).toBe(`connect to nats://127.0.0.1:${port}`);
+    expect((error as Error).message).toMatch(/connection refused.*scripts\/services\.sh up/);
+  });
+
+  it('gives up on a server that accepts the connection but never speaks, within connectTimeoutMs', async () => {
+    const silent: Server = createServer(() => {});
+    const port = await new Promise<number>((resolve) =>
+      silent.listen(0, '127.0.0.1', () => resolve((silent.address() as { port: number }).port)),
+    );
+    try {
+      const error = await rejection(
+        createNatsBackend({ servers: `nats://127.0.0.1:${port}` }, { connectTimeoutMs: 300 }),
+      );
+      expect(error).toMatchObject({ code: 'DUETIME_BACKEND', transient: true });
+      expect((error as Error).message).toContain(`127.0.0.1:${port}`);
+    } finally {
+      silent.close();
+    }
+  });
+
+  it('reports an unknown host as a BackendError naming it', async () => {
+    const error = await rejection(createNatsBackend({ servers: 'nats://no-such-host.invalid:4222' }));
+    expect(error).toMatchObject({ code: 'DUETIME_BACKEND' });
+    expect((error as Error).message).toContain('no-such-host.invalid');
+  });
+
+  it('uses the application’s connection and never closes it; close() is idempotent', async () => {
+    const nc = await connectNats(NATS_URL);
+    const prefix = freshNamespace();
+    prefixes.push(prefix);
+    const backend = await createNatsBackend({ connection: nc }, { prefix });
+    await backend.store.transact((tx) => tx.schedule('k', new Date(), { type: 't', aggregateId: 'a' }));
+    expect(backend.server.version).toMatch(/^\d+\.\d+\.\d+/);
+    expect(backend.streams).toEqual({
+      log: `${prefix}_log`,
+      state: `${prefix}_state`,
+      lease: `${prefix}_lease`,
+    });
+    await backend.close();
+    await backend.close();
+    expect(nc.isClosed()).toBe(false);
+    await nc.flush();
+    await expect(backend.store.loadSchedule('k')).rejects.toMatchObject({ code: 'DUETIME_CLOSED' });
+    const again = await createNatsBackend({ connection: nc }, { prefix });
+    expect((await again.store.loadSchedule('k'))?.key).toBe('k');
+    await again.close();
+    await nc.close();
+  });
+
+  it('refuses a stream of another shape already using its name, naming the stream', async () => {
+    const prefix = freshNamespace();
+    prefixes.push(prefix);
+    const nc = await connectNats(NATS_URL);
+    try {
+      const jsm = await jetstreamManager(nc);
+      await jsm.streams.add({
+        name: `${prefix}_state`,
+        subjects: [`${prefix}.st.>`],
+        max_msgs_per_subject: 5,
+      });
+      const error = await rejection(createNatsBackend({ connection: nc }, { prefix }));
+      expect(error).toMatchObject({ code: 'DUETIME_BACKEND' });
+      expect((error as Error).message).toContain(`${prefix}_state`);
+      expect(nc.isClosed()).toBe(false);
+    } finally {
+      await nc.close();
+    }
+  });
+});
