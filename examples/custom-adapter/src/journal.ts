@@ -148,11 +148,13 @@ export class Journal<R, S> {
     this.#closed = true;
     for (const watcher of this.#watchers) watcher.close();
     this.#watchers.clear();
-    return this.#mutex.run(async () => {
-      await this.#lock.close();
-      await this.#file?.close();
-      this.#file = undefined;
-    });
+    // The lock first: writes queued before this close end (with a ClosedError) before it is removed.
+    return this.#lock.close().then(() =>
+      this.#mutex.run(async () => {
+        await this.#file?.close();
+        this.#file = undefined;
+      }),
+    );
   }
 
   #check(): void {
@@ -178,7 +180,9 @@ export class Journal<R, S> {
 
   /** (Re)opens the file at the path: a new file, or a compacted one replacing the file this instance had. */
   async #reopen(): Promise<void> {
-    await this.#file?.close();
+    const previous = this.#file;
+    this.#file = undefined;
+    await previous?.close();
     this.#file = await open(this.path, constants.O_RDWR);
     this.#offset = 0;
     this.#snapshotBytes = 0;
@@ -255,9 +259,11 @@ export class Journal<R, S> {
       this.#offset = bytes.length;
       this.#snapshotBytes = bytes.length;
     } catch (error) {
-      // The commit itself is durable already; a failed compaction is retried after the next one.
+      // The commit itself is durable already, so this is not its failure. Whether or not the rename
+      // happened, reading the file at the path again from the start gives the right state.
       await rm(temp, { force: true }).catch(() => {});
       this.#options.logger.warn('journal compaction failed', { path: this.path, error });
+      await this.#file?.close().catch(() => {});
       this.#file = undefined;
     }
   }
