@@ -96,6 +96,10 @@ export class LeaseManager {
   readonly #listeners = new Set<(error: LeaseLostError) => void>();
   #holding: Holding | undefined;
   #closed = false;
+  /** Acquisitions on their way: a late reply must not free a token one of them is about to hold. */
+  #acquiring = 0;
+  /** Releases on their way: an acquisition waits for them, so that the backend sees both in order. */
+  readonly #releasing = new Set<Promise<unknown>>();
 
   constructor(options: LeaseManagerOptions) {
     if (typeof options !== 'object' || options === null)
@@ -178,11 +182,25 @@ export class LeaseManager {
   async acquire(): Promise<boolean> {
     if (this.#closed) throw new ClosedError(`lease manager for ${JSON.stringify(this.key)}`);
     if (this.held) return true;
+    this.#acquiring++;
+    try {
+      return await this.#acquire();
+    } finally {
+      this.#acquiring--;
+    }
+  }
+
+  async #acquire(): Promise<boolean> {
+    // A release sent earlier (a late renewal's, say) must land first: the backend keeps the token when
+    // the same owner acquires a live lease, so a release landing after this acquisition would free the
+    // lease of the holding it creates.
+    while (this.#releasing.size > 0) await Promise.allSettled([...this.#releasing]);
+    if (this.held) return true;
     const sent = this.#monotonic();
     const grant = await this.#leases.acquire(this.key, this.owner, this.ttl);
     if (!grant) return false;
     if (this.#closed) {
-      await this.#releaseQuietly(grant.token);
+      await this.#freeStale(grant.token, true);
       return false;
     }
     if (this.held) return true; // a concurrent acquire() won the race in this process
@@ -190,7 +208,7 @@ export class LeaseManager {
     if (this.#monotonic() >= validUntil) {
       // The reply came too late to be of use: the grant may already have expired on the backend.
       this.#logger.warn('lease granted too late to use; releasing it', { key: this.key });
-      await this.#releaseQuietly(grant.token);
+      await this.#freeStale(grant.token, true);
       return false;
     }
     const holding: Holding = {
@@ -213,7 +231,9 @@ export class LeaseManager {
     const holding = this.#holding;
     if (!holding) return false;
     this.#end(holding, 'released');
-    return this.#leases.release(this.key, this.owner, holding.token);
+    const releasing = this.#leases.release(this.key, this.owner, holding.token);
+    this.#track(releasing);
+    return releasing;
   }
 
   /** Stops renewing without releasing: the lease expires on the backend by itself. */
@@ -257,8 +277,8 @@ export class LeaseManager {
     }
     if (holding.ended) {
       // A late reply never restores a holding that already ended; free what the backend just extended,
-      // unless a newer holding in this process owns the same token.
-      if (grant && this.#holding?.token !== grant.token) await this.#releaseQuietly(grant.token);
+      // unless a newer holding in this process owns, or is about to own, the same token.
+      if (grant) await this.#freeStale(grant.token, false);
       return;
     }
     if (!grant) {
@@ -267,7 +287,7 @@ export class LeaseManager {
     }
     if (this.#monotonic() >= holding.validUntil) {
       this.#end(holding, 'expired');
-      await this.#releaseQuietly(grant.token);
+      await this.#freeStale(grant.token, false);
       return;
     }
     holding.validUntil = Math.max(holding.validUntil, sent + this.ttl - this.#margin);
@@ -294,11 +314,33 @@ export class LeaseManager {
     }
   }
 
+  /**
+   * Frees a grant this process cannot use, unless a holding of this process has the same token or an
+   * acquisition (other than the caller's own, `fromAcquire`) is on its way and may get it: then the lease
+   * stays, and at worst expires by itself.
+   */
+  async #freeStale(token: number, fromAcquire: boolean): Promise<void> {
+    const otherAcquisitions = this.#acquiring - (fromAcquire ? 1 : 0);
+    if (this.#holding?.token === token || otherAcquisitions > 0) return;
+    await this.#releaseQuietly(token);
+  }
+
   async #releaseQuietly(token: number): Promise<void> {
+    const releasing = this.#leases.release(this.key, this.owner, token);
+    this.#track(releasing);
     try {
-      await this.#leases.release(this.key, this.owner, token);
+      await releasing;
     } catch (error) {
       this.#logger.warn('could not release a lease; it will expire by itself', { key: this.key, error });
     }
+  }
+
+  #track(releasing: Promise<unknown>): void {
+    const settled = releasing.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#releasing.add(settled);
+    void settled.then(() => this.#releasing.delete(settled));
   }
 }

@@ -95,6 +95,49 @@ describe('LeaseManager', () => {
     expect(lost).toHaveLength(1);
   });
 
+  it('does not free a lease it re-acquired while a late renewal reply was on its way', async () => {
+    // Found by the reliability suite (PostgreSQL crash loop): a renewal queued behind busy connections
+    // outlived the holding; the scheduler re-acquired (same owner, so the backend kept the token), and the
+    // late renewal's reply then released that token on the backend while the new holding believed it
+    // held the lease, so a second replica led at the same time.
+    const { clock, backend, leases, manager } = setup({ ttl: 3000, margin: 300 });
+    expect(await manager.acquire()).toBe(true);
+    const token = manager.token;
+    leases.hold('renew');
+    await clock.advance(2700);
+    expect(manager.held).toBe(false);
+    leases.hold('acquire');
+    const reacquiring = manager.acquire();
+    await clock.advance(0);
+    // The renewal's reply arrives first, then the re-acquisition's.
+    leases.heal();
+    expect(await reacquiring).toBe(true);
+    await clock.advance(0);
+    expect(manager.token).toBe(token);
+    expect((await backend.leases.holder('group/leader'))?.owner).toBe('me');
+    expect(await backend.leases.acquire('group/leader', 'other', 3000)).toBeUndefined();
+  });
+
+  it('waits for its own release to land before asking for the lease again', async () => {
+    const { clock, backend, leases, manager } = setup({ ttl: 3000, margin: 300 });
+    expect(await manager.acquire()).toBe(true);
+    leases.hold('renew');
+    await clock.advance(2700);
+    expect(manager.held).toBe(false);
+    // The late renewal's reply makes the manager release the lease; that release is slow.
+    leases.hold('release');
+    leases.flush();
+    await clock.advance(0);
+    expect(leases.count('release')).toBe(1);
+    const reacquiring = manager.acquire();
+    await clock.advance(0);
+    expect(leases.count('acquire')).toBe(1);
+    leases.heal();
+    expect(await reacquiring).toBe(true);
+    expect(manager.held).toBe(true);
+    expect((await backend.leases.holder('group/leader'))?.owner).toBe('me');
+  });
+
   it('keeps the holding through renewal errors while valid, and recovers when the backend does', async () => {
     const { clock, leases, manager, lost } = setup({ ttl: 3000, margin: 300 });
     expect(await manager.acquire()).toBe(true);
