@@ -75,13 +75,16 @@ async function deliver(count: number, concurrency: number): Promise<void> {
  * runs: connections come and go (the pool closes idle ones), so each backend counts from when it was
  * first seen to when it was last seen.
  */
-async function serverCpuSecondsDuring(run: () => Promise<void>): Promise<number | undefined> {
+async function serverCpuSecondsDuring(
+  ofApplication: string,
+  run: () => Promise<void>,
+): Promise<number | undefined> {
   const first = new Map<number, number>();
   const last = new Map<number, number>();
   let readable = true;
   const sample = async () => {
     const rows = (await sql(
-      `SELECT pid FROM pg_stat_activity WHERE application_name = '${applicationName}'`,
+      `SELECT pid FROM pg_stat_activity WHERE application_name = '${ofApplication}'`,
     )) as { pid: number }[];
     for (const { pid } of rows) {
       try {
@@ -98,7 +101,7 @@ async function serverCpuSecondsDuring(run: () => Promise<void>): Promise<number 
   let sampling = true;
   const sampler = (async () => {
     while (sampling) {
-      await new Promise((r) => setTimeout(r, 1000));
+      await new Promise((r) => setTimeout(r, 5000));
       await sample();
     }
   })();
@@ -138,16 +141,24 @@ try {
   await sql(`DELETE FROM "${schema}".schedules`);
   await insertDue(100_000, 'idle', Date.now() + HOUR);
   await sql(`VACUUM ANALYZE "${schema}".schedules`).catch(() => {});
-  const dispatcher = new Dispatcher({ store, processor: async () => {} });
+  // The idle dispatcher runs on a backend of its own, so that the probe's own queries (CPU sampling)
+  // are not counted on the server side.
+  const idleName = `${applicationName}-idle`;
+  const idle = await createPostgresBackend({ connectionString: url }, { schema, applicationName: idleName });
+  const dispatcher = new Dispatcher({ store: idle.store, processor: async () => {} });
   const controller = new AbortController();
   const running = dispatcher.run(controller.signal);
   await new Promise((r) => setTimeout(r, 2000));
-  const seconds = 20;
+  const seconds = 30;
   const cpuBefore = process.cpuUsage();
-  const serverSeconds = await serverCpuSecondsDuring(() => new Promise((r) => setTimeout(r, seconds * 1000)));
+  const serverSeconds = await serverCpuSecondsDuring(
+    idleName,
+    () => new Promise((r) => setTimeout(r, seconds * 1000)),
+  );
   const cpu = process.cpuUsage(cpuBefore);
   controller.abort();
   await running;
+  await idle.close();
   const clientPct = ((cpu.user + cpu.system) / 1e6 / seconds) * 100;
   const serverPct = serverSeconds === undefined ? undefined : (serverSeconds / seconds) * 100;
   console.log(
