@@ -1,1 +1,0 @@
-export { createFileBackend, type FileBackendOptions, fileBackendCapabilities } from './file-backend.js';
