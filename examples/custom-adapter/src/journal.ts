@@ -83,7 +83,12 @@ export class Journal<R, S> {
     } catch (error) {
       throw fsError('open journal', journal.path, error);
     }
-    await journal.read(() => undefined);
+    try {
+      await journal.read(() => undefined);
+    } catch (error) {
+      await journal.close();
+      throw error;
+    }
     return journal;
   }
 

@@ -128,7 +128,11 @@ export class DirectoryLock {
         await rename(this.#staging, this.path);
         return;
       } catch (error) {
-        if (!hasCode(error, 'ENOTEMPTY', 'EEXIST')) throw fsError('acquire lock', this.path, error);
+        if (!hasCode(error, 'ENOTEMPTY', 'EEXIST')) {
+          // Our private directory vanished (someone cleaned the directory): make it again next time.
+          if (hasCode(error, 'ENOENT')) this.#prepared = false;
+          throw fsError('acquire lock', this.path, error);
+        }
       }
       const holder = await this.#judge();
       if (holder === undefined) continue;
