@@ -25,6 +25,13 @@ interface PendingPut {
   message: Message;
 }
 
+/**
+ * Every transaction starts at READ COMMITTED whatever the server's default, because that is the level
+ * duetime's statements are written for (see the store driver); the application may still raise it with
+ * `SET TRANSACTION ISOLATION LEVEL …` as the first statement on `tx.sql`.
+ */
+const BEGIN = 'BEGIN ISOLATION LEVEL READ COMMITTED';
+
 type Result<R extends Record<string, unknown>> = pg.QueryResult<R> | pg.QueryResult<R>[];
 
 /** The last result of a statement string (the simple protocol answers a multi-statement string with a list). */
@@ -69,7 +76,7 @@ export class PostgresTransaction implements DriverTransaction<pg.PoolClient> {
   get sql(): pg.PoolClient {
     if (!this.#begun) {
       this.#begun = true;
-      this.#out.client.query('BEGIN').catch((error: unknown) => {
+      this.#out.client.query(BEGIN).catch((error: unknown) => {
         this.#failure ??= error;
       });
     }
@@ -81,7 +88,7 @@ export class PostgresTransaction implements DriverTransaction<pg.PoolClient> {
     let text = '';
     if (!this.#begun) {
       this.#begun = true;
-      text = 'BEGIN; ';
+      text = `${BEGIN}; `;
     }
     if (this.#puts.size > 0) {
       // Key order, so that concurrent transactions putting the same keys lock them in the same order.

@@ -156,6 +156,36 @@ describe('tx.sql: the application’s SQL in the same transaction', () => {
   });
 });
 
+describe('isolation', () => {
+  it('runs at READ COMMITTED whatever the server default, and lets the application raise it first', async () => {
+    const pool = new pg.Pool({
+      connectionString: urlWithUser(PG_URL),
+      max: 2,
+      options: '-c default_transaction_isolation=serializable',
+    });
+    const backend = await createPostgresBackend({ pool }, { schema: schemaFor(freshNamespace()) });
+    try {
+      const level = (client: pg.PoolClient) =>
+        client.query('SHOW transaction_isolation').then((r) => r.rows[0].transaction_isolation as string);
+      expect(
+        await pool.query('SHOW transaction_isolation').then((r) => r.rows[0].transaction_isolation),
+      ).toBe('serializable');
+      expect(await backend.store.transact((tx) => level(tx.sql))).toBe('read committed');
+      const raised = await backend.store.transact(async (tx) => {
+        await tx.sql.query('SET TRANSACTION ISOLATION LEVEL SERIALIZABLE');
+        await tx.schedule('iso/1', new Date(Date.now() + HOUR), msg('iso'));
+        await tx.loadSchedule('iso/1');
+        return level(tx.sql);
+      });
+      expect(raised).toBe('serializable');
+      expect(await backend.store.loadSchedule('iso/1')).toBeDefined();
+    } finally {
+      await backend.close();
+      await pool.end();
+    }
+  });
+});
+
 describe('sharing one application pool', () => {
   it('keeps two schemas apart on one pool, with and without prepared statements', async () => {
     const pool = new pg.Pool({ connectionString: urlWithUser(PG_URL), max: 2 });
