@@ -136,10 +136,24 @@ export class Journal<R, S> {
    */
   watch(onChange: () => void): () => void {
     this.#check();
-    const watcher = watch(this.#dir, { persistent: false }, (_event, name) => {
-      if (name === FILE) onChange();
+    let watcher: FSWatcher;
+    try {
+      watcher = watch(this.#dir, { persistent: false }, (_event, name) => {
+        if (name === FILE) onChange();
+      });
+    } catch (error) {
+      // Out of inotify watches, say: the rescan still finds the changes, later.
+      this.#options.logger.warn('cannot watch the journal; relying on rescans', { path: this.path, error });
+      return () => {};
+    }
+    watcher.on('error', (error) => {
+      this.#watchers.delete(watcher);
+      watcher.close();
+      this.#options.logger.warn('stopped watching the journal; relying on rescans', {
+        path: this.path,
+        error,
+      });
     });
-    watcher.on('error', () => this.#watchers.delete(watcher));
     this.#watchers.add(watcher);
     return () => {
       this.#watchers.delete(watcher);
