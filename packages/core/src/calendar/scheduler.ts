@@ -372,6 +372,7 @@ export class Scheduler {
         this.#heap.upsert(track);
         continue;
       }
+      if (track.decidedThrough === undefined) this.#firstStart(track, now);
       let plan: AdmissionPlan;
       try {
         plan = planAdmission({
@@ -395,6 +396,22 @@ export class Scheduler {
     if (readFailed) return this.#config.pollInterval;
     if (!top) return this.#config.pollInterval;
     return top.due <= now ? 0 : Math.min(this.#config.pollInterval, top.due - now);
+  }
+
+  /**
+   * A schedule without a cursor (a first start, or a cursor that expired) considers only the occurrences
+   * within `grace`. It persists where that window begins as its cursor at once, before anything it admits
+   * finishes: a leader taking over after a crash then re-runs, catches up or reports as missed what this
+   * epoch admitted, instead of starting afresh and dropping it without a record.
+   */
+  #firstStart(track: Track, now: number): void {
+    let before: number;
+    try {
+      before = track.timeline.prevMs(now - this.#config.grace + 1);
+    } catch {
+      return; // The plan below meets the same failure and reports it.
+    }
+    if (!Number.isNaN(before)) this.#cursors.skipped(track, before);
   }
 
   #apply(track: Track, plan: AdmissionPlan, epoch: { token: number; signal: AbortSignal }): void {

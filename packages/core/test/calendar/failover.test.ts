@@ -35,7 +35,8 @@ describe('Scheduler: leadership and failover', () => {
       code: 'DUETIME_LEADERSHIP_LOST',
     });
     expect(outcomes(records(a.scheduler, 'job'))).toEqual(['cancelled/leadership_lost']);
-    expect(a.scheduler.snapshot().schedules[0]?.cursor).toBeUndefined();
+    // The cursor stays where this first start began, never past the cancelled occurrence.
+    expect(a.scheduler.snapshot().schedules[0]?.cursor?.getTime()).toBe(T0 - MINUTE);
     gate.resolve();
   });
 
@@ -158,9 +159,9 @@ describe('Scheduler: leadership and failover', () => {
     expect(signals[0]?.aborted).toBe(true);
     expect(signals[0]?.reason).toMatchObject({ reason: Reason.Stopped });
     expect(outcomes(records(a.scheduler, 'stuck'))).toEqual(['cancelled/stopped']);
-    expect(
-      await world.backend.cursors.read('duetime/calendar/production/default/cursor/stuck'),
-    ).toBeUndefined();
+    expect(await world.backend.cursors.read('duetime/calendar/production/default/cursor/stuck')).toEqual(
+      new Date(T0 - MINUTE),
+    );
     expect(await world.backend.leases.holder(overlapKey('stuck'))).toBeDefined();
     await world.advance(2000);
     expect(await world.backend.leases.holder(overlapKey('stuck'))).toBeUndefined();
@@ -180,6 +181,57 @@ describe('Scheduler: leadership and failover', () => {
     await expect(a.scheduler.runNow('b')).rejects.toMatchObject({ code: 'DUETIME_CLOSED' });
   });
 
+  it('persists where a first start began, so a leader taking over after a crash catches up instead of starting afresh', async () => {
+    // Found by the reliability suite's crash loop: a first leader killed before any of its occurrences
+    // finished left no cursor, and the next leader, seeing none, treated itself as a first start and
+    // silently dropped every occurrence older than its grace period.
+    world = new World();
+    const ran: { at: number; origin: string }[] = [];
+    const job = every('job', MINUTE, ({ invocation }) => {
+      ran.push({ at: invocation.intendedAt.getTime(), origin: invocation.origin });
+      if (ran.length === 1) return new Promise(() => {});
+      return undefined;
+    }).with({ catchUp: { window: 10 * MINUTE, max: 10 } });
+    const a = world.replica([job], { grace: 1000 });
+    await world.advance(30_000); // T0: a runs it and hangs
+    expect(ran).toEqual([{ at: T0, origin: 'scheduled' }]);
+    expect(await world.backend.cursors.read('duetime/calendar/production/default/cursor/job')).toEqual(
+      new Date(T0 - MINUTE),
+    );
+    // a is cut off (as if it died); b takes over after the lease expires, when T0 is older than grace.
+    a.leases.fail('renew');
+    a.leases.fail('acquire');
+    const b = world.replica([job], { grace: 1000 });
+    await world.advance(5000);
+    expect(b.scheduler.snapshot().leader).toBe(true);
+    expect(ran).toEqual([
+      { at: T0, origin: 'scheduled' },
+      { at: T0, origin: 'catch_up' },
+    ]);
+  });
+
+  it('reports as missed, rather than drops, what a crashed first start admitted when there is no catch-up', async () => {
+    world = new World();
+    const ran: number[] = [];
+    const job = every('job', MINUTE, ({ invocation }) => {
+      ran.push(invocation.intendedAt.getTime());
+      return new Promise(() => {});
+    });
+    const a = world.replica([job], { grace: 1000 });
+    await world.advance(30_000);
+    a.leases.fail('renew');
+    a.leases.fail('acquire');
+    const b = world.replica([job], { grace: 1000 });
+    await world.advance(5000);
+    expect(b.scheduler.snapshot().leader).toBe(true);
+    await world.advance(MINUTE); // b looks at the schedule again at its next occurrence
+    expect(ran).toEqual([T0, T0 + MINUTE]);
+    const decided = records(b.scheduler, 'job').filter((r) => r.state !== State.Running);
+    expect(decided.map((r) => [r.state, r.reason, r.intendedAt.getTime(), r.count])).toEqual([
+      [State.Skipped, Reason.Missed, T0, 1],
+    ]);
+  });
+
   it('advances the cursor only past finished occurrences, never past one still running', async () => {
     world = new World();
     const gates = [deferred(), deferred()];
@@ -188,10 +240,11 @@ describe('Scheduler: leadership and failover', () => {
     await world.advance(30_000 + MINUTE); // T0 (hangs) and T0+1 (hangs)
     await world.advance(MINUTE); // T0+2 finishes at once
     const cursor = () => a.scheduler.snapshot().schedules[0]?.cursor?.getTime();
-    expect(cursor()).toBeUndefined();
+    // Where the first start began (see the next test), and not past T0 while it runs.
+    expect(cursor()).toBe(T0 - MINUTE);
     gates[1]?.resolve();
     await world.advance(0);
-    expect(cursor()).toBeUndefined();
+    expect(cursor()).toBe(T0 - MINUTE);
     gates[0]?.resolve();
     await world.advance(0);
     expect(cursor()).toBe(T0 + 2 * MINUTE);
