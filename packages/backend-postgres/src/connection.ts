@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { ClosedError, type Logger, sleep, systemClock } from '@duetime/core';
 import type pg from 'pg';
-import { type ConnectionTarget, isConnectionError, toDuetimeError } from './errors.js';
+import { type ConnectionTarget, isConnectionLost, toDuetimeError } from './errors.js';
 
 /**
  * Result parsing that ignores the application's global pg type parsers (an app may map `int8` to
@@ -140,7 +140,7 @@ export class Connection {
       try {
         return (await this.pool.query(config(statement, values))) as pg.QueryResult<R>;
       } catch (error) {
-        if (attempt >= 2 || !isConnectionError(error) || this.#closed) throw this.error(error, operation);
+        if (attempt >= 2 || !isConnectionLost(error) || this.#closed) throw this.error(error, operation);
         await sleep(systemClock, 50 * 4 ** attempt);
       }
     }
@@ -157,7 +157,7 @@ export class Connection {
       try {
         return new CheckedOutClient(await this.pool.connect(), this.logger);
       } catch (error) {
-        if (attempt >= 2 || !isConnectionError(error) || this.#closed) throw this.error(error, operation);
+        if (attempt >= 2 || !isConnectionLost(error) || this.#closed) throw this.error(error, operation);
         await sleep(systemClock, 50 * 4 ** attempt);
       }
     }

@@ -55,7 +55,21 @@ export function sqlState(error: unknown): string | undefined {
   return error instanceof pg.DatabaseError ? error.code : undefined;
 }
 
-/** Whether `error` means the connection (or the server) went away, so the outcome of a write is unknown. */
+/** Server errors that end (or refuse) the session: the connection is gone, a fresh one may work. */
+const SESSION_ENDED = new Set(['57P01', '57P02', '57P03', '53300']);
+
+/**
+ * Whether the connection itself is gone (or could not be made): what a retry on a fresh connection can
+ * cure. Narrower than {@link isConnectionError}, which also counts timeouts and overload as transient.
+ */
+export function isConnectionLost(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const state = sqlState(error);
+  if (state !== undefined) return state.startsWith('08') || SESSION_ENDED.has(state);
+  return isConnectionError(error);
+}
+
+/** Whether `error` is transient: the connection or the server went away, is starting, stopping or overloaded. */
 export function isConnectionError(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   const state = sqlState(error);

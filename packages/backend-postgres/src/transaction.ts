@@ -9,7 +9,7 @@ import {
 } from '@duetime/core';
 import type pg from 'pg';
 import { type CheckedOutClient, type Connection, RAW_TYPES } from './connection.js';
-import { isConnectionError, sqlState } from './errors.js';
+import { isConnectionLost, sqlState } from './errors.js';
 import type { ChangeNotifier } from './notifications.js';
 import { toEvent, toSchedule } from './rows.js';
 import type { EventRow, eventSql } from './sql/events.js';
@@ -114,7 +114,7 @@ export class PostgresTransaction implements DriverTransaction<pg.PoolClient> {
     } catch (error) {
       // The first statement found a pooled connection that had died (a restarted or failed-over
       // server): nothing of this transaction reached the server, so it starts over on a fresh one.
-      if (!first || !isConnectionError(error) || this.#connection.closed)
+      if (!first || !isConnectionLost(error) || this.#connection.closed)
         throw this.#connection.error(error, operation);
       this.#out.release(true);
       this.#out = await this.#connection.checkout(operation);
