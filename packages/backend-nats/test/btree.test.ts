@@ -4,47 +4,48 @@ import {
   byTime,
   first,
   type Item,
+  type NodeRef,
   type NodeWriter,
+  type Root,
   remove,
   scan,
   type TreeNode,
   upsert,
 } from '../src/state/btree.js';
 
-/** Nodes in a map, with the copy-on-write bookkeeping a plan does: fresh ids, freed ids. */
+/**
+ * Node versions in a map, numbered like stream messages. `commit` ends a plan: it keeps only the latest
+ * version of each slot still in the tree, as the state stream's retention eventually does.
+ */
 class MapNodes implements NodeWriter {
-  readonly nodes = new Map<number, TreeNode>();
-  readonly fresh = new Set<number>();
-  readonly freed = new Set<number>();
-  next = 1;
-  async node(id: number): Promise<TreeNode> {
-    const node = this.nodes.get(id);
-    if (!node) throw new Error(`node ${id} missing`);
+  readonly versions = new Map<number, TreeNode>();
+  readonly latest = new Map<number, number>();
+  nextSlot = 1;
+  nextSeq = 1;
+  async node(ref: NodeRef): Promise<TreeNode> {
+    const node = this.versions.get(ref[1]);
+    if (!node) throw new Error(`node version ${ref} missing`);
     return node;
   }
-  isFresh(id: number): boolean {
-    return this.fresh.has(id);
+  alloc(): NodeRef {
+    return [this.nextSlot++, 0];
   }
-  alloc(): number {
-    const id = this.next++;
-    this.fresh.add(id);
-    return id;
+  write(ref: NodeRef, node: TreeNode): NodeRef {
+    const seq = this.nextSeq++;
+    this.versions.set(seq, Object.freeze(node));
+    this.latest.set(ref[0], seq);
+    return [ref[0], seq];
   }
-  put(id: number, node: TreeNode): void {
-    this.nodes.set(id, Object.freeze(node));
+  drop(ref: NodeRef): void {
+    this.latest.delete(ref[0]);
   }
-  free(id: number): void {
-    this.freed.add(id);
-  }
-  /** Ends a plan: nodes written so far become immutable; freed nodes disappear. */
   commit(): void {
-    for (const id of this.freed) this.nodes.delete(id);
-    this.freed.clear();
-    this.fresh.clear();
+    const live = new Set(this.latest.values());
+    for (const seq of [...this.versions.keys()]) if (!live.has(seq)) this.versions.delete(seq);
   }
 }
 
-async function all(root: number, r: MapNodes): Promise<Item[]> {
+async function all(root: Root, r: MapNodes): Promise<Item[]> {
   const out: Item[] = [];
   for await (const item of scan(root, undefined, byTime, r)) out.push(item);
   return out;
@@ -62,7 +63,7 @@ describe('copy-on-write B+tree', () => {
   it('matches a sorted array under random inserts, replacements and removals across many plans', async () => {
     const rnd = random(42);
     const nodes = new MapNodes();
-    let root = 0;
+    let root: Root = null;
     const model = new Map<string, Item>();
     for (let plan = 0; plan < 120; plan++) {
       const ops = 1 + Math.floor(rnd() * 60);
@@ -90,12 +91,13 @@ describe('copy-on-write B+tree', () => {
         expect(tail).toEqual(expected.filter((e) => byTime(e, from) > 0));
       }
     }
-    expect(nodes.nodes.size).toBeLessThan(200);
+    expect(nodes.latest.size).toBeLessThan(200);
+    expect(nodes.versions.size).toBe(nodes.latest.size);
   });
 
   it('keeps one item per key in the key tree and updates its payload in place', async () => {
     const nodes = new MapNodes();
-    let root = 0;
+    let root: Root = null;
     for (let i = 0; i < 1000; i++)
       root = await upsert(root, [i, `key/${String(i % 400).padStart(4, '0')}`], byKey, nodes);
     nodes.commit();
@@ -110,13 +112,14 @@ describe('copy-on-write B+tree', () => {
 
   it('empties completely and frees every node', async () => {
     const nodes = new MapNodes();
-    let root = 0;
+    let root: Root = null;
     const items: Item[] = Array.from({ length: 2000 }, (_, i) => [i % 37, `x${i}`]);
     for (const item of items) root = await upsert(root, item, byTime, nodes);
     nodes.commit();
     for (const item of items) root = await remove(root, item, byTime, nodes);
     nodes.commit();
-    expect(root).toBe(0);
-    expect(nodes.nodes.size).toBe(0);
+    expect(root).toBeNull();
+    expect(nodes.latest.size).toBe(0);
+    expect(nodes.versions.size).toBe(0);
   });
 });

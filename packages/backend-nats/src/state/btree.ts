@@ -1,8 +1,10 @@
 /**
- * A copy-on-write B+tree whose nodes live in the state stream, one message per node, addressed by an id
- * that is never reused. A node, once written, never changes: a plan that modifies the tree writes new
- * nodes along the modified path and frees the old ones. Readers therefore traverse a consistent
- * snapshot (the roots in one meta record) without locks, and may cache nodes by id forever.
+ * A copy-on-write B+tree whose nodes live in the state stream. Each node has a slot (a subject) and each
+ * version of it is one message; a parent points at a child by slot and message sequence, so a version,
+ * once written, never changes. A plan that modifies the tree writes new versions along the modified path
+ * (old versions fall out of the stream by its two-messages-per-subject limit; nothing to purge). Readers
+ * therefore traverse a consistent snapshot (the roots in one meta record) without locks, and may cache
+ * versions by sequence forever.
  *
  * Items are `[time, key]` pairs. Time trees (due index, deadline index) order by time then key; the key
  * tree orders by key alone and carries the deadline as payload. Deletions remove empty nodes but do not
@@ -11,7 +13,13 @@
 
 export type Item = [number, string];
 
-export type TreeNode = { l: 1; i: Item[] } | { l: 0; s: Item[]; c: number[] };
+/** A node version: its slot and the sequence of the message holding it (0: written by the plan being built). */
+export type NodeRef = [slot: number, seq: number];
+
+/** A tree: its root, or null when empty. */
+export type Root = NodeRef | null;
+
+export type TreeNode = { l: 1; i: Item[] } | { l: 0; s: Item[]; c: NodeRef[] };
 
 export type Compare = (a: Item, b: Item) => number;
 
@@ -26,17 +34,17 @@ export const byKey: Compare = (a, b) => compareKeys(a[1], b[1]);
 
 /** Reads nodes of a snapshot. */
 export interface NodeReader {
-  node(id: number): Promise<TreeNode>;
+  node(ref: NodeRef): Promise<TreeNode>;
 }
 
 /** Writes nodes during a plan. */
 export interface NodeWriter extends NodeReader {
-  /** True when `id` was allocated by this plan (it may be rewritten in place). */
-  isFresh(id: number): boolean;
-  alloc(): number;
-  put(id: number, node: TreeNode): void;
-  /** The node is no longer referenced by the tree being built. */
-  free(id: number): void;
+  /** A new, empty slot. */
+  alloc(): NodeRef;
+  /** Writes `node` as the new version of `ref`'s slot; returns the reference to that version. */
+  write(ref: NodeRef, node: TreeNode): NodeRef;
+  /** The slot leaves the tree. */
+  drop(ref: NodeRef): void;
 }
 
 const MAX_ITEMS = 200;
@@ -81,66 +89,52 @@ function lowerBound(items: Item[], item: Item, cmp: Compare): number {
 }
 
 interface PathStep {
-  id: number;
-  node: { l: 0; s: Item[]; c: number[] };
+  ref: NodeRef;
+  node: { l: 0; s: Item[]; c: NodeRef[] };
   index: number;
 }
 
 async function descend(
-  root: number,
+  root: NodeRef,
   item: Item,
   cmp: Compare,
   r: NodeReader,
-): Promise<{ path: PathStep[]; leafId: number; leaf: { l: 1; i: Item[] } }> {
+): Promise<{ path: PathStep[]; leafRef: NodeRef; leaf: { l: 1; i: Item[] } }> {
   const path: PathStep[] = [];
-  let id = root;
+  let ref = root;
   for (;;) {
-    const node = await r.node(id);
-    if (node.l === 1) return { path, leafId: id, leaf: node };
+    const node = await r.node(ref);
+    if (node.l === 1) return { path, leafRef: ref, leaf: node };
     const index = childIndex(node, item, cmp);
-    path.push({ id, node, index });
-    id = node.c[index] as number;
+    path.push({ ref, node, index });
+    ref = node.c[index] as NodeRef;
   }
 }
 
-/** Writes `node` in place of `id`: in place when fresh, else under a new id (the old one is freed). */
-function rewrite(w: NodeWriter, id: number, node: TreeNode): number {
-  if (w.isFresh(id)) {
-    w.put(id, node);
-    return id;
-  }
-  w.free(id);
-  const fresh = w.alloc();
-  w.put(fresh, node);
-  return fresh;
+function fresh(w: NodeWriter, node: TreeNode): NodeRef {
+  return w.write(w.alloc(), node);
 }
 
 /**
  * Inserts `item`, or replaces the item equal to it under `cmp` (the key tree's payload update). Returns
  * the new root id (`root` 0 is the empty tree).
  */
-export async function upsert(root: number, item: Item, cmp: Compare, w: NodeWriter): Promise<number> {
-  if (root === 0) {
-    const id = w.alloc();
-    w.put(id, { l: 1, i: [item] });
-    return id;
-  }
-  const { path, leafId, leaf } = await descend(root, item, cmp, w);
+export async function upsert(root: Root, item: Item, cmp: Compare, w: NodeWriter): Promise<NodeRef> {
+  if (root === null) return fresh(w, { l: 1, i: [item] });
+  const { path, leafRef, leaf } = await descend(root, item, cmp, w);
   const items = leaf.i.slice();
   const at = lowerBound(items, item, cmp);
   if (at < items.length && cmp(items[at] as Item, item) === 0) items[at] = item;
   else items.splice(at, 0, item);
   // What replaces the current node in its parent: one id, or two ids and the right one's lower bound.
-  let left: number;
-  let right: { id: number; low: Item } | undefined;
+  let left: NodeRef;
+  let right: { ref: NodeRef; low: Item } | undefined;
   if (tooBig(items)) {
     const half = items.length >> 1;
-    left = rewrite(w, leafId, { l: 1, i: items.slice(0, half) });
+    left = w.write(leafRef, { l: 1, i: items.slice(0, half) });
     const rightItems = items.slice(half);
-    const rightId = w.alloc();
-    w.put(rightId, { l: 1, i: rightItems });
-    right = { id: rightId, low: rightItems[0] as Item };
-  } else left = rewrite(w, leafId, { l: 1, i: items });
+    right = { ref: fresh(w, { l: 1, i: rightItems }), low: rightItems[0] as Item };
+  } else left = w.write(leafRef, { l: 1, i: items });
   for (let depth = path.length - 1; depth >= 0; depth--) {
     const step = path[depth] as PathStep;
     const s = step.node.s.slice();
@@ -148,41 +142,37 @@ export async function upsert(root: number, item: Item, cmp: Compare, w: NodeWrit
     c[step.index] = left;
     if (right) {
       s.splice(step.index + 1, 0, right.low);
-      c.splice(step.index + 1, 0, right.id);
+      c.splice(step.index + 1, 0, right.ref);
     }
     right = undefined;
     if (c.length > MAX_ITEMS) {
       const half = c.length >> 1;
-      left = rewrite(w, step.id, { l: 0, s: s.slice(0, half), c: c.slice(0, half) });
-      const rightId = w.alloc();
+      left = w.write(step.ref, { l: 0, s: s.slice(0, half), c: c.slice(0, half) });
       const rightS = s.slice(half);
-      w.put(rightId, { l: 0, s: rightS, c: c.slice(half) });
-      right = { id: rightId, low: rightS[0] as Item };
-    } else left = rewrite(w, step.id, { l: 0, s, c });
+      right = { ref: fresh(w, { l: 0, s: rightS, c: c.slice(half) }), low: rightS[0] as Item };
+    } else left = w.write(step.ref, { l: 0, s, c });
   }
   if (right) {
-    const top = w.alloc();
     const leftLow = (path.length > 0 ? (path[0] as PathStep).node.s[0] : leaf.i[0]) ?? right.low;
-    w.put(top, { l: 0, s: [leftLow, right.low], c: [left, right.id] });
-    return top;
+    return fresh(w, { l: 0, s: [leftLow, right.low], c: [left, right.ref] });
   }
   return left;
 }
 
 /** Removes the item equal to `item` under `cmp`, if present. Returns the new root (0 when empty). */
-export async function remove(root: number, item: Item, cmp: Compare, w: NodeWriter): Promise<number> {
-  if (root === 0) return 0;
-  const { path, leafId, leaf } = await descend(root, item, cmp, w);
+export async function remove(root: Root, item: Item, cmp: Compare, w: NodeWriter): Promise<Root> {
+  if (root === null) return null;
+  const { path, leafRef, leaf } = await descend(root, item, cmp, w);
   const at = lowerBound(leaf.i, item, cmp);
   if (at >= leaf.i.length || cmp(leaf.i[at] as Item, item) !== 0) return root;
   const items = leaf.i.slice();
   items.splice(at, 1);
   // `replacement` is the new id of the current node, or undefined when it disappeared.
-  let replacement: number | undefined;
+  let replacement: NodeRef | undefined;
   if (items.length === 0) {
-    w.free(leafId);
+    w.drop(leafRef);
     replacement = undefined;
-  } else replacement = rewrite(w, leafId, { l: 1, i: items });
+  } else replacement = w.write(leafRef, { l: 1, i: items });
   for (let depth = path.length - 1; depth >= 0; depth--) {
     const step = path[depth] as PathStep;
     const s = step.node.s.slice();
@@ -192,18 +182,18 @@ export async function remove(root: number, item: Item, cmp: Compare, w: NodeWrit
       c.splice(step.index, 1);
     } else c[step.index] = replacement;
     if (c.length === 0) {
-      w.free(step.id);
+      w.drop(step.ref);
       replacement = undefined;
-    } else replacement = rewrite(w, step.id, { l: 0, s, c });
+    } else replacement = w.write(step.ref, { l: 0, s, c });
   }
-  if (replacement === undefined) return 0;
+  if (replacement === undefined) return null;
   // A root with a single child is replaced by that child.
   let top = replacement;
   for (;;) {
     const node = await w.node(top);
     if (node.l === 1 || node.c.length !== 1) return top;
-    w.free(top);
-    top = node.c[0] as number;
+    w.drop(top);
+    top = node.c[0] as NodeRef;
   }
 }
 
@@ -212,18 +202,18 @@ export async function remove(root: number, item: Item, cmp: Compare, w: NodeWrit
  * beginning when `from` is undefined.
  */
 export async function* scan(
-  root: number,
+  root: Root,
   from: Item | undefined,
   cmp: Compare,
   r: NodeReader,
   exclusive = false,
 ): AsyncGenerator<Item> {
-  if (root === 0) return;
-  const stack: { node: { l: 0; s: Item[]; c: number[] }; index: number }[] = [];
-  let id = root;
+  if (root === null) return;
+  const stack: { node: { l: 0; s: Item[]; c: NodeRef[] }; index: number }[] = [];
+  let ref = root;
   // Descend to the leaf that holds `from`, remembering where to continue in each ancestor.
   for (;;) {
-    const node = await r.node(id);
+    const node = await r.node(ref);
     if (node.l === 1) {
       let at = from === undefined ? 0 : lowerBound(node.i, from, cmp);
       if (exclusive && from !== undefined)
@@ -233,20 +223,20 @@ export async function* scan(
     }
     const index = from === undefined ? 0 : childIndex(node, from, cmp);
     stack.push({ node, index });
-    id = node.c[index] as number;
+    ref = node.c[index] as NodeRef;
   }
   // Then walk the following leaves in order.
   while (stack.length > 0) {
-    const top = stack[stack.length - 1] as { node: { l: 0; s: Item[]; c: number[] }; index: number };
+    const top = stack[stack.length - 1] as { node: { l: 0; s: Item[]; c: NodeRef[] }; index: number };
     top.index++;
     if (top.index >= top.node.c.length) {
       stack.pop();
       continue;
     }
-    let child = await r.node(top.node.c[top.index] as number);
+    let child = await r.node(top.node.c[top.index] as NodeRef);
     while (child.l === 0) {
       stack.push({ node: child, index: 0 });
-      child = await r.node(child.c[0] as number);
+      child = await r.node(child.c[0] as NodeRef);
     }
     for (const item of child.i) {
       if (from !== undefined && (exclusive ? cmp(item, from) <= 0 : cmp(item, from) < 0)) continue;
@@ -256,9 +246,9 @@ export async function* scan(
 }
 
 /** The first item, or undefined for an empty tree. */
-export async function first(root: number, r: NodeReader): Promise<Item | undefined> {
-  if (root === 0) return undefined;
+export async function first(root: Root, r: NodeReader): Promise<Item | undefined> {
+  if (root === null) return undefined;
   let node = await r.node(root);
-  while (node.l === 0) node = await r.node(node.c[0] as number);
+  while (node.l === 0) node = await r.node(node.c[0] as NodeRef);
   return node.i[0];
 }

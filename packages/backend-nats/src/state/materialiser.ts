@@ -1,6 +1,6 @@
 import { BackendError, ClosedError, CorruptDataError, type Logger, NotSupportedError } from '@duetime/core';
 import type { Subscription } from '@nats-io/transport-node';
-import type { NatsIo, StoredMessage } from '../io.js';
+import type { NatsIo, PublishResult, StoredMessage } from '../io.js';
 import type { Layout } from '../layout.js';
 import { headerWrite, PLANNER_VERSION, type Plan, plan } from './planner.js';
 import { KIND_HEADER, type NodeCache, PREV_HEADER, Snapshot, StaleSnapshot } from './snapshot.js';
@@ -38,6 +38,8 @@ export interface MaterialiserOptions {
 
 /** Log entries one plan covers at most. */
 const ENTRIES_PER_PLAN = 64;
+/** Applied log entries are purged from the log once this many have accumulated. */
+const TRIM_EVERY = 64;
 
 interface Waiter {
   target: number;
@@ -62,6 +64,7 @@ export class Materialiser {
   #running: Promise<void> | undefined;
   #ownBase = -1;
   #highestApplied = 0;
+  #trimmed = 0;
   #cleanup: Promise<void> = Promise.resolve();
   #closed = false;
   #metaSub: Subscription | undefined;
@@ -221,7 +224,8 @@ export class Materialiser {
     if (state.meta.applied >= target) return state;
     const to = Math.min(head, state.meta.applied + ENTRIES_PER_PLAN);
     if (to <= state.meta.applied) return state;
-    // Claim the next chain position first: a process losing the race loses one round trip, not a plan.
+    // Claim the next chain position; plan meanwhile (planning only reads). A process losing the claim
+    // loses one round trip and its reads, never a write.
     const header: PlanHeader = {
       v: 1,
       planner: PLANNER_VERSION,
@@ -229,21 +233,19 @@ export class Materialiser {
       to,
       base: state.seq,
     };
+    const entries = await this.#load(header.from, header.to);
     await this.#options.hooks?.beforeWrite?.(0, header, undefined);
     const claim = headerWrite(this.#layout, header);
-    const landed = await this.#io.publish(claim.subject, claim.data, {
-      expectLastSeq: state.seq,
-      headers: claim.headers,
-    });
-    if (landed === 'conflict') return state; // another process opened a plan first
+    const snapshot = new Snapshot(this.#io, this.#layout, state.meta, state.seq, this.#cache);
+    const [landed, planned] = await Promise.allSettled([
+      this.#io.publish(claim.subject, claim.data, { expectLastSeq: state.seq, headers: claim.headers }),
+      plan(snapshot, header, entries),
+    ]);
+    if (landed.status === 'rejected') throw landed.reason;
+    if (landed.value === 'conflict') return state; // another process opened a plan first
     this.#ownBase = state.seq;
-    const entries = await this.#load(header.from, header.to);
-    const planned = await plan(
-      new Snapshot(this.#io, this.#layout, state.meta, state.seq, this.#cache),
-      header,
-      entries,
-    );
-    return (await this.#write(planned, entries, 1, true)) ?? (await this.#readHead()).state;
+    if (planned.status === 'rejected') throw planned.reason; // the next step finishes our own plan
+    return (await this.#write(planned.value, entries, 1, true)) ?? (await this.#readHead()).state;
   }
 
   /** A plan is open at `state.seq`: wait for its owner, or finish it. Returns the state when it knows it. */
@@ -305,7 +307,7 @@ export class Materialiser {
     current: boolean,
   ): Promise<AppliedState | undefined> {
     const base = planned.header.base;
-    const sends: Promise<unknown>[] = [];
+    const sends: Promise<PublishResult>[] = [];
     for (let i = Math.max(from, 0); i < planned.writes.length; i++) {
       await this.#options.hooks?.beforeWrite?.(i, planned.header, planned.writes.length);
       const write = planned.writes[i] as Plan['writes'][number];
@@ -314,8 +316,15 @@ export class Materialiser {
       );
     }
     const results = await Promise.allSettled(sends);
-    const meta = await this.#io.last(this.#layout.stateStream, this.#layout.head);
-    if (meta?.seq !== base + planned.writes.length) {
+    const complete = base + planned.writes.length;
+    const last = results.at(-1);
+    // The meta record (the last write) landed at its position: the plan is complete.
+    let done = last?.status === 'fulfilled' && last.value !== 'conflict' && last.value.seq === complete;
+    if (!done) {
+      const head = await this.#io.last(this.#layout.stateStream, this.#layout.head);
+      done = head?.seq === complete;
+    }
+    if (!done) {
       const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
       if (failure) throw failure.reason;
       return undefined; // positions taken by another process finishing the same plan; look again
@@ -325,7 +334,7 @@ export class Materialiser {
       for (const [id, node] of planned.nodes) this.#cache.set(id, node);
     }
     this.#collect(planned, entries);
-    return current ? { meta: planned.meta, seq: meta.seq } : undefined;
+    return current ? { meta: planned.meta, seq: complete } : undefined;
   }
 
   #remember(seq: number, outcome: AbortValue | undefined): void {

@@ -1,5 +1,15 @@
 import type { Layout } from '../layout.js';
-import { byKey, byTime, type NodeWriter, remove, scan, type TreeNode, upsert } from './btree.js';
+import {
+  byKey,
+  byTime,
+  type NodeRef,
+  type NodeWriter,
+  type Root,
+  remove,
+  scan,
+  type TreeNode,
+  upsert,
+} from './btree.js';
 import { listingDigest, listSchedules, type StateView } from './queries.js';
 import { DELETED_HEADER, KIND_HEADER, PREV_HEADER, type Snapshot, type Versioned } from './snapshot.js';
 import type {
@@ -37,7 +47,7 @@ export interface Garbage {
 
 export interface Plan {
   header: PlanHeader;
-  /** Index nodes the plan writes, by id. */
+  /** Index node versions the plan writes, by the sequence each lands at. */
   nodes: ReadonlyMap<number, TreeNode>;
   /** Header first, meta last; write `i` lands at chain position `header.base + 1 + i`. */
   writes: PlannedWrite[];
@@ -81,14 +91,18 @@ class PlanBuilder implements StateView, NodeWriter {
   readonly meta: Meta;
   readonly #pending = new Map<string, Pending>();
   readonly #baseValues = new Map<string, Promise<Versioned<unknown>>>();
-  readonly #fresh = new Map<number, TreeNode>();
-  readonly #freed: number[] = [];
+  /** Node slots this plan writes, with their new contents (children written by it have sequence 0). */
+  readonly #nodes = new Map<number, TreeNode>();
+  /** Slots that held nodes before this plan and left the tree. */
+  readonly #dropped: number[] = [];
+  readonly #firstNewSlot: number;
   readonly #outcomes = new Map<number, AbortValue | undefined>();
   readonly #evictedAborts: number[] = [];
 
   constructor(base: Snapshot) {
     this.#base = base;
     this.meta = structuredClone(base.meta);
+    this.#firstNewSlot = this.meta.nextNode;
   }
 
   // ---- StateView / NodeWriter ----------------------------------------------------------------------
@@ -97,25 +111,25 @@ class PlanBuilder implements StateView, NodeWriter {
     return this.meta.roots;
   }
 
-  async node(id: number): Promise<TreeNode> {
-    return this.#fresh.get(id) ?? this.#base.node(id);
+  async node(ref: NodeRef): Promise<TreeNode> {
+    if (ref[1] !== 0) return this.#base.node(ref);
+    const node = this.#nodes.get(ref[0]);
+    if (!node) throw new Error(`index node slot ${ref[0]} is not written by this plan`);
+    return node;
   }
 
-  isFresh(id: number): boolean {
-    return this.#fresh.has(id);
+  alloc(): NodeRef {
+    return [this.meta.nextNode++, 0];
   }
 
-  alloc(): number {
-    return this.meta.nextNode++;
+  write(ref: NodeRef, node: TreeNode): NodeRef {
+    this.#nodes.set(ref[0], node);
+    return [ref[0], 0];
   }
 
-  put(id: number, node: TreeNode): void {
-    this.#fresh.set(id, node);
-  }
-
-  free(id: number): void {
-    if (this.#fresh.has(id)) this.#fresh.delete(id);
-    else this.#freed.push(id);
+  drop(ref: NodeRef): void {
+    this.#nodes.delete(ref[0]);
+    if (ref[0] < this.#firstNewSlot) this.#dropped.push(ref[0]);
   }
 
   async record(key: string): Promise<RecordValue | undefined> {
@@ -166,11 +180,6 @@ class PlanBuilder implements StateView, NodeWriter {
       for (const [id] of entry?.reads?.a ?? []) subjects.add(layout.aggregate(id));
     }
     for (const subject of subjects) this.#baseValue(subject).catch(() => {});
-  }
-
-  /** The index nodes this plan writes (they become immutable once the plan completes). */
-  get freshNodes(): ReadonlyMap<number, TreeNode> {
-    return this.#fresh;
   }
 
   // ---- entries -------------------------------------------------------------------------------------
@@ -376,7 +385,22 @@ class PlanBuilder implements StateView, NodeWriter {
     this.meta.applied = header.to;
     const data: PlannedWrite[] = [];
     const tombstones = new Set<string>();
-    for (const [id, node] of this.#fresh) data.push(chained(layout.node(id), node, 0));
+    // Node versions come first, so the sequence each lands at is known: base + 1 is the header.
+    const landsAt = new Map<number, number>();
+    for (const slot of this.#nodes.keys()) landsAt.set(slot, base + 2 + landsAt.size);
+    const resolve = (ref: NodeRef): NodeRef => (ref[1] === 0 ? [ref[0], landsAt.get(ref[0]) as number] : ref);
+    const nodes = new Map<number, TreeNode>();
+    for (const [slot, node] of this.#nodes) {
+      const written: TreeNode = node.l === 1 ? node : { l: 0, s: node.s, c: node.c.map(resolve) };
+      nodes.set(landsAt.get(slot) as number, written);
+      data.push(chained(layout.node(slot), written, 0));
+    }
+    const root = (r: Root): Root => (r === null ? null : resolve(r));
+    this.meta.roots = {
+      due: root(this.meta.roots.due),
+      at: root(this.meta.roots.at),
+      key: root(this.meta.roots.key),
+    };
     for (const phase of [0, 1] as const) {
       for (const [subject, pending] of this.#pending) {
         if (pending.phase !== phase) continue;
@@ -388,13 +412,13 @@ class PlanBuilder implements StateView, NodeWriter {
     meta.headers[KIND_HEADER] = 'meta';
     const writes = [headerWrite(layout, header), ...data, meta];
     const garbage: Garbage[] = [
-      ...this.#freed.map((id) => ({ subject: layout.node(id) })),
+      ...this.#dropped.map((slot) => ({ subject: layout.node(slot) })),
       ...this.#evictedAborts.map((seq) => ({ subject: layout.abort(seq) })),
     ];
     writes.forEach((write, index) => {
       if (tombstones.has(write.subject)) garbage.push({ subject: write.subject, before: base + 2 + index });
     });
-    return { header, nodes: this.#fresh, writes, meta: this.meta, outcomes: this.#outcomes, garbage };
+    return { header, nodes, writes, meta: this.meta, outcomes: this.#outcomes, garbage };
   }
 }
 

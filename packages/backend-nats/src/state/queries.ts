@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
-import { byKey, byTime, first, type Item, type NodeReader, scan } from './btree.js';
+import { byKey, byTime, first, type Item, type NodeReader, type Root, scan } from './btree.js';
 import { StaleSnapshot } from './snapshot.js';
 import type { RecordValue } from './types.js';
 
 /** The state a query runs against: a read snapshot, or a plan's view of its own changes. */
 export interface StateView extends NodeReader {
-  roots(): { due: number; at: number; key: number };
+  roots(): { due: Root; at: Root; key: Root };
   record(key: string): Promise<RecordValue | undefined>;
 }
 

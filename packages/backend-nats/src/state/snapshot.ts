@@ -1,7 +1,7 @@
 import { CorruptDataError } from '@duetime/core';
 import type { NatsIo, StoredMessage } from '../io.js';
 import type { Layout } from '../layout.js';
-import type { NodeReader, TreeNode } from './btree.js';
+import type { NodeReader, NodeRef, TreeNode } from './btree.js';
 import type { AggregateHead, Meta, RecordValue } from './types.js';
 
 /** Header naming the sequence of the value a chained write replaced (0: there was none). */
@@ -28,7 +28,10 @@ export interface Versioned<T> {
   value: T | undefined;
 }
 
-/** Index nodes by id. They never change, so the cache never needs invalidating; it only forgets. */
+/**
+ * Index node versions by message sequence. A version never changes, so the cache never needs
+ * invalidating; it only forgets.
+ */
 export class NodeCache {
   readonly #nodes = new Map<number, TreeNode>();
   readonly #limit: number;
@@ -99,13 +102,15 @@ export class Snapshot implements NodeReader {
     }
   }
 
-  async node(id: number): Promise<TreeNode> {
-    const cached = this.#cache.get(id);
+  async node(ref: NodeRef): Promise<TreeNode> {
+    const [slot, seq] = ref;
+    const cached = this.#cache.get(seq);
     if (cached) return cached;
-    const m = await this.io.last(this.layout.stateStream, this.layout.node(id));
-    if (!m) throw new StaleSnapshot(`index node ${id}`);
+    const m = await this.io.at(this.layout.stateStream, seq);
+    // Gone: replaced twice since this snapshot (two versions per slot are kept), or its slot was dropped.
+    if (!m || m.subject !== this.layout.node(slot)) throw new StaleSnapshot(`index node ${slot}@${seq}`);
     const node = m.json<TreeNode>();
-    this.#cache.set(id, node);
+    this.#cache.set(seq, node);
     return node;
   }
 

@@ -1,4 +1,5 @@
 import type { ConflictKind, Event, Message } from '@duetime/core';
+import type { Root } from './btree.js';
 
 /**
  * The materialised state's root record, written last by every plan. `applied` is the last log sequence
@@ -11,12 +12,12 @@ export interface Meta {
   applied: number;
   /** The store-wide version counter (the last version handed out). */
   version: number;
-  /** Next index-node id. */
+  /** Next index-node slot. */
   nextNode: number;
   /** Active schedules. */
   count: number;
-  /** Roots of the three indexes (0: empty). */
-  roots: { due: number; at: number; key: number };
+  /** Roots of the three indexes: by due time, by deadline, by key. */
+  roots: { due: Root; at: Root; key: Root };
   /** Log sequences of recent aborted transactions whose abort records still exist, oldest first. */
   aborts: number[];
   /** Aborts at or below this log sequence may have had their records removed. */
@@ -30,7 +31,7 @@ export function emptyMeta(): Meta {
     version: 0,
     count: 0,
     nextNode: 1,
-    roots: { due: 0, at: 0, key: 0 },
+    roots: { due: null, at: null, key: null },
     aborts: [],
     abortFloor: 0,
   };
