@@ -8,7 +8,10 @@ import type { UserConfig } from 'vitest/config';
 export function shared(
   overrides: { testTimeout?: number; hookTimeout?: number; fileParallelism?: boolean } = {},
 ): UserConfig {
-  const conditions = ['source', 'node', 'import', 'module', 'default'];
+  // Vitest hands the SSR resolve conditions to its worker processes as `node --conditions`; a global
+  // `import` condition would make CommonJS packages (pg's `require('pg-pool')`) load ESM builds. Vite adds
+  // `import`/`require` per importer by itself, so `source` plus the defaults is all that is needed.
+  const conditions = ['source', 'node', 'default'];
   return {
     resolve: { conditions },
     ssr: { resolve: { conditions, externalConditions: ['source'] } },

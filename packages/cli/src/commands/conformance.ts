@@ -83,9 +83,7 @@ export async function conformanceCommand(args: string[], io: CliIo): Promise<num
   let done = 0;
   try {
     const { startVitest } = await import('vitest/node');
-    const conditions = fromSource
-      ? ['source', 'node', 'import', 'module', 'default']
-      : ['node', 'import', 'module', 'default'];
+    const conditions = fromSource ? ['source', 'node', 'default'] : ['node', 'default'];
     const vitest = await startVitest(
       'test',
       [file],

@@ -266,7 +266,8 @@ export class Dispatcher<Sql = unknown> {
   /**
    * Starts what is due; returns how long to sleep before the next look. Due schedules are read a page at
    * a time into a small buffer that finishing deliveries draw from, so a busy dispatcher does not re-read
-   * the head of the due index for every delivery. The buffer is dropped on a change notification and
+   * the head of the due index for every delivery (a page is delivered in no particular order; pages go
+   * in due order). The buffer is dropped on a change notification and
    * after a rescan period, and a buffered schedule that went stale is simply skipped at consumption.
    */
   async #tick(): Promise<number> {
@@ -285,7 +286,9 @@ export class Dispatcher<Sql = unknown> {
         fetched = true;
         const page = await this.#store.driver.dueSchedules(new Date(now), this.#batchSize);
         if (this.#state !== 'running') return 0;
-        this.#buffer = page.filter((s) => this.#startable(s));
+        // Shuffled within the page: dispatchers reading the same head of the due index then mostly pick
+        // different schedules instead of racing for the same ones. Pages still go in due order.
+        this.#buffer = shuffle(page.filter((s) => this.#startable(s)));
         this.#bufferFull = page.length >= this.#batchSize;
         this.#bufferedAt = now;
         if (this.#buffer.length === 0) break;
@@ -445,6 +448,14 @@ export class Dispatcher<Sql = unknown> {
       this.#abort.abort(new ClosedError('dispatcher'));
     }
   }
+}
+
+function shuffle<T>(items: T[]): T[] {
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [items[i], items[j]] = [items[j]!, items[i]!];
+  }
+  return items;
 }
 
 function describeError(error: unknown): string {
