@@ -365,9 +365,12 @@ export class Materialiser {
         const tx = e.entry.tx;
         jobs.push(() => io.purge(layout.logStream, { filter: `${layout.logPart}.${tx}.>` }));
       }
-    jobs.push(() =>
-      io.purge(layout.logStream, { filter: layout.logCommit, before: planned.meta.applied + 1 }),
-    );
+    // Applied commits leave the log in batches (the anchor keeps the stream from ever being empty).
+    const applied = planned.meta.applied;
+    if (applied - this.#trimmed >= TRIM_EVERY) {
+      this.#trimmed = applied;
+      jobs.push(() => io.purge(layout.logStream, { filter: layout.logCommit, before: applied + 1 }));
+    }
     this.#cleanup = this.#cleanup.then(async () => {
       for (let i = 0; i < jobs.length; i += 32) {
         const results = await Promise.allSettled(jobs.slice(i, i + 32).map((job) => job()));
