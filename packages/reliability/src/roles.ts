@@ -111,12 +111,12 @@ const chaos: Role = async (args, signal) => {
 };
 
 /**
- * `fenced`: a replica for the pause test. Its declaration `beat` runs every `period` ms; each run first
- * claims its leadership epoch in the store (so that once a new leader has started a run, no older epoch
- * can write), prints `START <occurrence> <epoch> <ms>`, holds for `hold` ms (or until its signal aborts:
- * then it prints `ABORTED <occurrence> <code> <reason> <ms>`), and finally records the occurrence through
- * the fence, printing `RECORDED`, `ALREADY` (an earlier run recorded it) or `FENCED` (a newer epoch has
- * claimed the store). The write is attempted even after an abort, to show the fence holds on its own.
+ * `fenced`: a replica for the pause test. Its declaration `beat` runs every `period` ms. Each run prints
+ * `START <occurrence> <epoch> <ms>`, claims its leadership epoch in the store (`CLAIMED …`; from then on no
+ * older epoch can write), holds for `hold` ms, and records the occurrence through the fence: `RECORDED`,
+ * `ALREADY` (an earlier run recorded it) or `FENCED` (a newer epoch has claimed the store). The write is
+ * attempted even after an abort, to show that the fence holds on its own; a fenced run then waits for its
+ * signal, which must abort since another leader exists, and prints `ABORTED <occurrence> <code> <reason>`.
  */
 const fenced: Role = async (args, signal) => {
   const target = args.target as TargetSpec;
@@ -127,41 +127,42 @@ const fenced: Role = async (args, signal) => {
   const beat: Handler = async ({ signal: runSignal, invocation }) => {
     const epoch = scheduler.snapshot().epoch ?? -1;
     const occurrence = invocation.occurrence;
-    console.log(`START ${occurrence} ${epoch} ${Date.now()}`);
+    const say = (what: string) => console.log(`${what} ${occurrence} ${epoch} ${Date.now()}`);
+    say('START');
+    let fencedOff = false;
     try {
       await claimEpoch(backend.store, epoch);
+      say('CLAIMED');
+      await sleep(hold, runSignal);
+      say(
+        await recordFenced(backend.store, {
+          occurrence,
+          at: invocation.intendedAt.getTime(),
+          epoch,
+          runner: name,
+        }),
+      );
     } catch (error) {
       if (!(error instanceof FencedError)) throw error;
-      console.log(`FENCED ${occurrence} ${epoch} claim ${Date.now()}`);
-      throw error;
+      fencedOff = true;
+      say('FENCED');
     }
-    await sleep(hold, runSignal);
+    if (fencedOff && !runSignal.aborted) await sleep(30_000, runSignal);
     if (runSignal.aborted) {
       const reason = runSignal.reason as { code?: string; reason?: string } | undefined;
-      console.log(`ABORTED ${occurrence} ${reason?.code ?? '-'} ${reason?.reason ?? '-'} ${Date.now()}`);
-    }
-    try {
-      const outcome = await recordFenced(backend.store, {
-        occurrence,
-        at: invocation.intendedAt.getTime(),
-        epoch,
-        runner: name,
-      });
-      console.log(`${outcome} ${occurrence} ${epoch} ${Date.now()}`);
-    } catch (error) {
-      if (!(error instanceof FencedError)) throw error;
-      console.log(`FENCED ${occurrence} ${epoch} record ${Date.now()}`);
-      throw error;
+      say(`ABORTED ${reason?.code ?? '-'} ${reason?.reason ?? '-'}`);
     }
   };
   scheduler = new Scheduler({
-    registry: new Registry(every('beat', number(args.period, 300), beat)),
+    registry: new Registry(
+      every('beat', number(args.period, 300), beat).with({ catchUp: { window: 60_000, max: 1000 } }),
+    ),
     backend,
     ...FENCED_SCOPE,
     owner: name,
     leadershipTTL: number(args.leadershipTTL, 1500),
     pollInterval: 50,
-    grace: 60_000,
+    grace: 3000,
     drainTimeout: 5000,
   });
   const done = scheduler.run(signal);

@@ -1,0 +1,203 @@
+import { freshNamespace, waitFor } from '@duetime/conformance';
+import { describe, expect, it } from 'vitest';
+import { loadFencedRuns } from '../src/fence.js';
+import { selectedBackends } from '../src/mode.js';
+import { spawnWorker, type Worker } from '../src/processes.js';
+import { runSeed } from '../src/random.js';
+import { recordResult } from '../src/results.js';
+import { assertServiceUp, BACKENDS, dropTarget, newTarget, openTarget } from '../src/targets.js';
+
+/** A worker line split into its words: `WORD <occurrence> <epoch> <ms>` (ABORTED has code and reason first). */
+interface Said {
+  word: string;
+  occurrence: string;
+  epoch: number;
+  at: number;
+  rest: string[];
+}
+
+function said(worker: Worker, word: string): Said[] {
+  return worker.lines
+    .filter((line) => line.startsWith(`${word} `))
+    .map((line) => {
+      const parts = line.split(' ');
+      const at = Number(parts.at(-1));
+      const epoch = Number(parts.at(-2));
+      const occurrence = parts.at(-3) as string;
+      return { word, occurrence, epoch, at, rest: parts.slice(1, -3) };
+    });
+}
+
+function leaderEpochs(worker: Worker): { epoch: number; at: number }[] {
+  return worker.lines
+    .filter((line) => line.startsWith('LEADER '))
+    .map((line) => {
+      const [, epoch, at] = line.split(' ');
+      return { epoch: Number(epoch), at: Number(at) };
+    });
+}
+
+const TTL = 1500;
+
+describe.each(selectedBackends(BACKENDS))('a leader paused past its lease on %s', (kind) => {
+  it('does not act as leader after SIGCONT: a higher token took over, its handlers are aborted and fenced off, nothing runs twice', async () => {
+    await assertServiceUp(kind);
+    const seed = runSeed();
+    console.log(
+      `[pause ${kind}] seed ${seed} (the pause test's timing comes from the processes, not the seed)`,
+    );
+    const target = newTarget(kind, freshNamespace());
+    const backend = await openTarget(target);
+    const workers: Worker[] = [];
+    try {
+      const args = { target, period: 400, hold: 600, leadershipTTL: TTL };
+      workers.push(await spawnWorker('fenced', { ...args, name: 'replica-a' }));
+      await workers[0]?.line(/^LEADER /, 60_000);
+      workers.push(await spawnWorker('fenced', { ...args, name: 'replica-b' }));
+      await workers[1]?.line(/^READY$/, 60_000);
+      // Pause the leader while it has runs in flight (each holds 600 ms, one starts every 400 ms). On
+      // SQLite a process paused inside a transaction holds the database's write lock, and nobody can take
+      // over (or write anything) until it resumes: then resume it and pause whoever leads again later.
+      let paused!: Worker;
+      let other!: Worker;
+      let pausedAt = 0;
+      let blockedPauses = 0;
+      for (;;) {
+        const leading = await waitFor('a leader that is recording runs', () =>
+          workers.find((w) => isLeader(w) && said(w, 'RECORDED').some((s) => s.at > Date.now() - 2000)),
+        );
+        paused = leading;
+        other = workers.find((w) => w !== leading) as Worker;
+        paused.child.kill('SIGSTOP');
+        pausedAt = Date.now();
+        const since = pausedAt;
+        const tookOver = await waitFor(
+          'the other replica to lead and claim its epoch',
+          () => said(other, 'CLAIMED').some((s) => s.at >= since),
+          { timeoutMs: kind === 'sqlite' ? 8 * TTL : 60_000 },
+        ).then(
+          () => true,
+          (error: Error) => {
+            if (kind !== 'sqlite' || blockedPauses >= 5) throw error;
+            return false;
+          },
+        );
+        if (tookOver) break;
+        blockedPauses++;
+        paused.child.kill('SIGCONT');
+      }
+      // Past the lease's time to live, whatever the timing of its last renewal.
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, pausedAt + TTL + 300 - Date.now())));
+      paused.child.kill('SIGCONT');
+      const resumedAt = Date.now();
+      // Runs started before the pause and not finished before it (judged by the times the worker printed,
+      // since its last lines may still be in the pipe).
+      const inFlightAtPause = () => {
+        const finished = new Set(
+          [...said(paused, 'RECORDED'), ...said(paused, 'ALREADY')]
+            .filter((s) => s.at < pausedAt)
+            .map((s) => s.occurrence),
+        );
+        return said(paused, 'START')
+          .filter((s) => s.at < pausedAt && !finished.has(s.occurrence))
+          .map((s) => s.occurrence);
+      };
+      // Every run the paused leader had in flight ends fenced off and aborted (leadership lost).
+      await waitFor(
+        'the paused leader to notice it lost leadership',
+        () => !isLeader(paused) && inFlightAtPause().every((occ) => aborted(paused, occ)),
+        { timeoutMs: 60_000 },
+      ).catch((error: Error) => {
+        throw new Error(`${error.message}; its lines since the pause: ${linesSince(paused, pausedAt)}`);
+      });
+      const recordedByNew = () => new Set(said(other, 'RECORDED').map((s) => s.occurrence));
+      await waitFor(
+        'the new leader to run what the paused one had in flight, and more',
+        () =>
+          inFlightAtPause().every((occ) => recordedByNew().has(occ)) &&
+          recordedByNew().size >= inFlightAtPause().length + 2,
+        { timeoutMs: 60_000 },
+      );
+      for (const w of workers) expect(await w.stop(30_000)).toBe(0);
+
+      const inFlight = inFlightAtPause();
+      const oldEpoch = leaderEpochs(paused)
+        .filter((l) => l.at < pausedAt)
+        .at(-1)?.epoch as number;
+      const newEpoch = leaderEpochs(other).find((l) => l.at >= pausedAt)?.epoch as number;
+      const startsAfterResume = said(paused, 'START').filter((s) => s.at >= resumedAt);
+      const writesAfterResume = said(paused, 'RECORDED').filter((s) => s.at >= resumedAt);
+      const fenced = said(paused, 'FENCED');
+      const abortedRuns = said(paused, 'ABORTED');
+      const runs = await loadFencedRuns(backend.store);
+      const counts = new Map<string, number>();
+      for (const run of runs) counts.set(run.occurrence, (counts.get(run.occurrence) ?? 0) + 1);
+      const twice = [...counts].filter(([, n]) => n > 1);
+      const firstOfNew = runs.findIndex((r) => r.epoch === newEpoch);
+      const staleAfterNew = runs.slice(Math.max(0, firstOfNew)).filter((r) => r.epoch < newEpoch);
+      console.log(
+        `[pause ${kind}] paused ${resumedAt - pausedAt} ms (TTL ${TTL}); epochs ${oldEpoch} -> ${newEpoch}; ` +
+          `in flight at the pause ${inFlight.length}, fenced ${fenced.length}, aborted ${abortedRuns.length}; ` +
+          `starts after resume ${startsAfterResume.length}; runs recorded ${runs.length}, twice ${twice.length}; ` +
+          `re-runs of recorded occurrences by the new leader ${said(other, 'ALREADY').length}; ` +
+          `pauses that blocked everyone (SQLite write lock) ${blockedPauses}`,
+      );
+      recordResult('pause', kind, seed, {
+        pausedMs: resumedAt - pausedAt,
+        inFlight: inFlight.length,
+        fenced: fenced.length,
+        startsAfterResume: startsAfterResume.length,
+        duplicated: twice.length,
+        blockedPauses,
+      });
+      expect(resumedAt - pausedAt).toBeGreaterThan(TTL);
+      expect(newEpoch).toBeGreaterThan(oldEpoch);
+      expect(startsAfterResume, 'runs started by the paused leader after it resumed').toEqual([]);
+      expect(writesAfterResume, 'writes of the paused leader after it resumed').toEqual([]);
+      expect(inFlight.length).toBeGreaterThan(0);
+      for (const occ of inFlight) {
+        expect(
+          fenced.map((s) => s.occurrence),
+          `run ${occ} of the paused leader was fenced off`,
+        ).toContain(occ);
+        const abort = abortedRuns.find((s) => s.occurrence === occ);
+        expect(abort?.rest, `run ${occ} saw its signal aborted`).toEqual([
+          'DUETIME_LEADERSHIP_LOST',
+          'leadership_lost',
+        ]);
+        // The occurrence it was running is not lost: the new leader ran it, once.
+        expect(counts.get(occ), `occurrence ${occ} recorded once`).toBe(1);
+      }
+      expect(twice).toEqual([]);
+      expect(staleAfterNew).toEqual([]);
+    } catch (error) {
+      for (const w of workers)
+        console.log(
+          `[pause ${kind}] ${w.role} ${w.pid} printed:\n${w.lines.slice(-80).join('\n')}\n${w.stderr()}`,
+        );
+      throw error;
+    } finally {
+      for (const w of workers) {
+        w.child.kill('SIGCONT');
+        await w.kill();
+      }
+      await backend.close();
+      await dropTarget(target);
+    }
+  });
+});
+
+/** The worker's lines printed at or after `since` (for failure messages). */
+function linesSince(worker: Worker, since: number): string {
+  return worker.lines.filter((l) => Number(l.split(' ').at(-1)) >= since).join('; ');
+}
+
+/** Whether the worker's last leadership line says it leads. */
+function isLeader(worker: Worker): boolean {
+  const last = worker.lines.findLast((l) => l.startsWith('LEADER ') || l.startsWith('FOLLOWER '));
+  return last?.startsWith('LEADER ') ?? false;
+}
+
+function aborted(worker: Worker, occurrence: string): boolean {
+  return worker.lines.some((l) => l.startsWith('ABORTED ') && l.includes(` ${occurrence} `));
+}
