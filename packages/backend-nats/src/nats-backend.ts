@@ -60,8 +60,11 @@ export interface NatsBackendOptions {
   storage?: 'file' | 'memory';
   /** Stream replicas in a cluster (default 1). */
   replicas?: number;
-  /** Index nodes cached per backend (default 4096; nodes never change, so the cache is always valid). */
-  nodeCacheSize?: number;
+  /**
+   * Bytes of index nodes cached per backend (default 32 MiB). Node versions never change, so the cache
+   * never goes stale; it only saves reads.
+   */
+  nodeCacheBytes?: number;
   /**
    * Hooks that stop a process at chosen points, for crash tests.
    * @internal
@@ -107,7 +110,7 @@ export async function createNatsBackend(
   const commitTimeoutMs = optionalPositive('options.commitTimeoutMs', options.commitTimeoutMs, 30_000);
   const stallMs = optionalPositive('options.stallMs', options.stallMs, 1500);
   const replicas = optionalPositive('options.replicas', options.replicas, 1);
-  const nodeCacheSize = optionalPositive('options.nodeCacheSize', options.nodeCacheSize, 4096);
+  const nodeCacheBytes = optionalPositive('options.nodeCacheBytes', options.nodeCacheBytes, 32 * 1024 * 1024);
   const storage = options.storage ?? 'file';
   if (storage !== 'file' && storage !== 'memory')
     throw new InvalidArgumentError('options.storage', storage, 'must be "file" or "memory"');
@@ -134,7 +137,7 @@ export async function createNatsBackend(
       commitTimeoutMs,
       stallMs,
       replicas,
-      nodeCacheSize,
+      nodeCacheBytes,
       storage,
       logger,
       clock,
@@ -151,7 +154,7 @@ interface Settings {
   commitTimeoutMs: number;
   stallMs: number;
   replicas: number;
-  nodeCacheSize: number;
+  nodeCacheBytes: number;
   storage: 'file' | 'memory';
   logger: Logger;
   clock: Clock;
@@ -181,7 +184,7 @@ async function open(nc: NatsConnection, owned: boolean, layout: Layout, s: Setti
     ...common,
   });
 
-  const cache = new NodeCache(s.nodeCacheSize);
+  const cache = new NodeCache(s.nodeCacheBytes);
   const materialiser = new Materialiser(io, layout, cache, {
     stallMs: s.stallMs,
     logger: s.logger,
@@ -191,6 +194,7 @@ async function open(nc: NatsConnection, owned: boolean, layout: Layout, s: Setti
   await ensureAnchor(io, layout.logAnchor);
   await ensureAnchor(io, layout.leaseAnchor);
   materialiser.start();
+  const serverClock = new ServerClock(io, layout);
   const driver = new NatsStoreDriver({
     io,
     layout,
@@ -200,10 +204,10 @@ async function open(nc: NatsConnection, owned: boolean, layout: Layout, s: Setti
     logger: s.logger,
     origin: randomBytes(8).toString('hex'),
     commitTimeoutMs: s.commitTimeoutMs,
+    serverClock,
     ...(s.hooks ? { hooks: s.hooks } : {}),
   });
   const store: Store<undefined> = createStore(driver, { clock: s.clock, logger: s.logger });
-  const serverClock = new ServerClock(io, layout);
   const stopStatus = logConnectionStatus(nc, s.logger, `nats backend ${layout.prefix}`);
   let closing: Promise<void> | undefined;
   return {

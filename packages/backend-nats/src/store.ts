@@ -16,6 +16,7 @@ import type { Subscription } from '@nats-io/transport-node';
 import type { NatsIo } from './io.js';
 import type { Layout } from './layout.js';
 import { COMMIT_VOID_AFTER_MS, type CommitLog } from './log.js';
+import type { ServerClock } from './server-clock.js';
 import type { AppliedState, Materialiser } from './state/materialiser.js';
 import { dueSchedules, listingDigest, listSchedules, nextDueAt } from './state/queries.js';
 import { type NodeCache, Snapshot, StaleSnapshot } from './state/snapshot.js';
@@ -36,6 +37,8 @@ export interface NatsStoreContext {
   /** Identifies this backend instance in wake-up messages (its own are ignored). */
   origin: string;
   commitTimeoutMs: number;
+  /** Stamps each commit's deadline in server time, so a skewed client clock cannot void commits. */
+  serverClock: ServerClock;
   hooks?: StoreHooks;
 }
 
@@ -141,7 +144,7 @@ export class NatsStoreDriver implements StoreDriver<undefined> {
         await this.#commit({
           v: 1,
           tx: this.#c.log.newId(),
-          exp: Date.now() + COMMIT_VOID_AFTER_MS,
+          exp: await this.#deadline(),
           ops: entryOps,
           ...(readSet ? { reads: readSet } : {}),
         });
@@ -250,7 +253,7 @@ export class NatsStoreDriver implements StoreDriver<undefined> {
       await this.#commit({
         v: 1,
         tx: this.#c.log.newId(),
-        exp: Date.now() + COMMIT_VOID_AFTER_MS,
+        exp: await this.#deadline(),
         ops: [{ op: 'fail', key, version, attempts: failure.attempts, dueAt: failure.dueAt.getTime() }],
       });
       return true;
@@ -283,6 +286,15 @@ export class NatsStoreDriver implements StoreDriver<undefined> {
     for (const sub of this.#subscriptions) sub.unsubscribe();
     this.#subscriptions.clear();
     await this.#c.materialiser.close();
+  }
+
+  /** The time after which a commit message stored by the server is void, in server time. */
+  async #deadline(): Promise<number> {
+    try {
+      return (await this.#c.serverClock.now()) + COMMIT_VOID_AFTER_MS;
+    } catch (error) {
+      throw this.#c.io.error(error, 'read the server time for a commit');
+    }
   }
 
   /** Logs `entry`, waits until it is applied, and throws a ConflictError when it did not commit. */

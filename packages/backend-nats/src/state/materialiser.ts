@@ -38,6 +38,8 @@ export interface MaterialiserOptions {
 
 /** Log entries one plan covers at most. */
 const ENTRIES_PER_PLAN = 64;
+/** The log entries of one plan are kept within this many bytes (one larger entry makes a plan alone). */
+const PLAN_ENTRY_BYTES = 8 * 1024 * 1024;
 /** Applied log entries are purged from the log once this many have accumulated. */
 const TRIM_EVERY = 64;
 
@@ -222,8 +224,16 @@ export class Materialiser {
     this.#seen(state, head);
     if (open) return (await this.#continue(state, open)) ?? (await this.#readHead()).state;
     if (state.meta.applied >= target) return state;
-    const to = Math.min(head, state.meta.applied + ENTRIES_PER_PLAN);
-    if (to <= state.meta.applied) return state;
+    const last = Math.min(head, state.meta.applied + ENTRIES_PER_PLAN);
+    if (last <= state.meta.applied) return state;
+    const loaded = await this.#load(state.meta.applied + 1, last);
+    // Keep a plan's entries within a memory budget (at least one entry, however large).
+    let bytes = 0;
+    let count = 0;
+    while (count < loaded.length && (count === 0 || bytes + (loaded[count]?.bytes ?? 0) <= PLAN_ENTRY_BYTES))
+      bytes += loaded[count++]?.bytes ?? 0;
+    const entries = loaded.slice(0, count);
+    const to = state.meta.applied + count;
     // Claim the next chain position; plan meanwhile (planning only reads). A process losing the claim
     // loses one round trip and its reads, never a write.
     const header: PlanHeader = {
@@ -233,7 +243,6 @@ export class Materialiser {
       to,
       base: state.seq,
     };
-    const entries = await this.#load(header.from, header.to);
     await this.#options.hooks?.beforeWrite?.(0, header, undefined);
     const claim = headerWrite(this.#layout, header);
     const snapshot = new Snapshot(this.#io, this.#layout, state.meta, state.seq, this.#cache);
@@ -331,7 +340,7 @@ export class Materialiser {
     }
     if (current) {
       for (const [seq, outcome] of planned.outcomes) this.#remember(seq, outcome);
-      for (const [id, node] of planned.nodes) this.#cache.set(id, node);
+      for (const [seq, { node, bytes }] of planned.nodes) this.#cache.set(seq, node, bytes);
     }
     this.#collect(planned, entries);
     return current ? { meta: planned.meta, seq: complete } : undefined;
@@ -391,12 +400,13 @@ export class Materialiser {
 
   async #loadOne(seq: number): Promise<LoggedEntry> {
     const m = await this.#io.at(this.#layout.logStream, seq);
-    if (!m || m.subject !== this.#layout.logCommit) return { seq, time: m?.time ?? 0, entry: undefined };
+    if (!m || m.subject !== this.#layout.logCommit)
+      return { seq, time: m?.time ?? 0, bytes: 0, entry: undefined };
     let entry: Entry;
     try {
       entry = m.json<Entry>();
     } catch {
-      return { seq, time: m.time, entry: undefined };
+      return { seq, time: m.time, bytes: 0, entry: undefined };
     }
     if (entry.parts) {
       const tx = entry.tx;
@@ -409,20 +419,23 @@ export class Materialiser {
         return {
           seq,
           time: m.time,
+          bytes: 0,
           entry: { ...entry, ops: [], broken: 'a part of the transaction is missing' },
         };
-      const body = Buffer.concat(parts.map((p) => Buffer.from((p as StoredMessage).data))).toString('utf8');
+      const body = Buffer.concat(parts.map((p) => Buffer.from((p as StoredMessage).data)));
       try {
-        const whole = JSON.parse(body) as Pick<Entry, 'ops' | 'reads'>;
+        const whole = JSON.parse(body.toString('utf8')) as Pick<Entry, 'ops' | 'reads'>;
         entry = { ...entry, ops: whole.ops, ...(whole.reads ? { reads: whole.reads } : {}) };
       } catch {
         return {
           seq,
           time: m.time,
+          bytes: 0,
           entry: { ...entry, ops: [], broken: 'the transaction parts are not readable' },
         };
       }
+      return { seq, time: m.time, bytes: body.length, entry };
     }
-    return { seq, time: m.time, entry };
+    return { seq, time: m.time, bytes: m.data.length, entry };
   }
 }

@@ -47,8 +47,8 @@ export interface Garbage {
 
 export interface Plan {
   header: PlanHeader;
-  /** Index node versions the plan writes, by the sequence each lands at. */
-  nodes: ReadonlyMap<number, TreeNode>;
+  /** Index node versions the plan writes, by the sequence each lands at, with their size. */
+  nodes: ReadonlyMap<number, { node: TreeNode; bytes: number }>;
   /** Header first, meta last; write `i` lands at chain position `header.base + 1 + i`. */
   writes: PlannedWrite[];
   meta: Meta;
@@ -389,11 +389,12 @@ class PlanBuilder implements StateView, NodeWriter {
     const landsAt = new Map<number, number>();
     for (const slot of this.#nodes.keys()) landsAt.set(slot, base + 2 + landsAt.size);
     const resolve = (ref: NodeRef): NodeRef => (ref[1] === 0 ? [ref[0], landsAt.get(ref[0]) as number] : ref);
-    const nodes = new Map<number, TreeNode>();
+    const nodes = new Map<number, { node: TreeNode; bytes: number }>();
     for (const [slot, node] of this.#nodes) {
       const written: TreeNode = node.l === 1 ? node : { l: 0, s: node.s, c: node.c.map(resolve) };
-      nodes.set(landsAt.get(slot) as number, written);
-      data.push(chained(layout.node(slot), written, 0));
+      const write = chained(layout.node(slot), written, 0);
+      nodes.set(landsAt.get(slot) as number, { node: written, bytes: Buffer.byteLength(write.data) });
+      data.push(write);
     }
     const root = (r: Root): Root => (r === null ? null : resolve(r));
     this.meta.roots = {

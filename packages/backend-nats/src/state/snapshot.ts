@@ -33,27 +33,32 @@ export interface Versioned<T> {
  * invalidating; it only forgets.
  */
 export class NodeCache {
-  readonly #nodes = new Map<number, TreeNode>();
+  readonly #nodes = new Map<number, { node: TreeNode; bytes: number }>();
   readonly #limit: number;
+  #bytes = 0;
 
-  constructor(limit = 4096) {
-    this.#limit = limit;
+  /** `limitBytes`: the serialised size of the nodes kept, at most. */
+  constructor(limitBytes = 32 * 1024 * 1024) {
+    this.#limit = limitBytes;
   }
 
-  get(id: number): TreeNode | undefined {
-    const node = this.#nodes.get(id);
-    if (node) {
-      this.#nodes.delete(id);
-      this.#nodes.set(id, node);
+  get(seq: number): TreeNode | undefined {
+    const entry = this.#nodes.get(seq);
+    if (entry) {
+      this.#nodes.delete(seq);
+      this.#nodes.set(seq, entry);
     }
-    return node;
+    return entry?.node;
   }
 
-  set(id: number, node: TreeNode): void {
-    this.#nodes.set(id, node);
-    if (this.#nodes.size > this.#limit) {
-      const oldest = this.#nodes.keys().next().value;
-      if (oldest !== undefined) this.#nodes.delete(oldest);
+  set(seq: number, node: TreeNode, bytes: number): void {
+    if (this.#nodes.has(seq) || bytes > this.#limit) return;
+    this.#nodes.set(seq, { node, bytes });
+    this.#bytes += bytes;
+    for (const [oldest, entry] of this.#nodes) {
+      if (this.#bytes <= this.#limit) break;
+      this.#nodes.delete(oldest);
+      this.#bytes -= entry.bytes;
     }
   }
 }
@@ -110,7 +115,7 @@ export class Snapshot implements NodeReader {
     // Gone: replaced twice since this snapshot (two versions per slot are kept), or its slot was dropped.
     if (!m || m.subject !== this.layout.node(slot)) throw new StaleSnapshot(`index node ${slot}@${seq}`);
     const node = m.json<TreeNode>();
-    this.#cache.set(seq, node);
+    this.#cache.set(seq, node, m.data.length);
     return node;
   }
 

@@ -122,6 +122,8 @@ export interface LoggedEntry {
   seq: number;
   /** Server timestamp of the commit message (ms). */
   time: number;
+  /** Size of the transaction as read (for the plan's memory budget). */
+  bytes: number;
   /** Undefined for a log message that is not a (readable) transaction. */
   entry: Entry | undefined;
 }
