@@ -40,6 +40,8 @@ export interface MaterialiserOptions {
 const ENTRIES_PER_PLAN = 64;
 /** The log entries of one plan are kept within this many bytes (one larger entry makes a plan alone). */
 const PLAN_ENTRY_BYTES = 8 * 1024 * 1024;
+/** Chained writes of a plan in flight at once. */
+const WRITE_WINDOW = 512;
 /** Applied log entries are purged from the log once this many have accumulated. */
 const TRIM_EVERY = 64;
 
@@ -318,6 +320,8 @@ export class Materialiser {
     const base = planned.header.base;
     const sends: Promise<PublishResult>[] = [];
     for (let i = Math.max(from, 0); i < planned.writes.length; i++) {
+      // A window of writes in flight (each names its own position, so order on the wire is all it needs).
+      if (sends.length >= WRITE_WINDOW) await sends[sends.length - WRITE_WINDOW]?.catch(() => {});
       await this.#options.hooks?.beforeWrite?.(i, planned.header, planned.writes.length);
       const write = planned.writes[i] as Plan['writes'][number];
       sends.push(
