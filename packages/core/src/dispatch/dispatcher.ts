@@ -184,11 +184,18 @@ export class Dispatcher<Sql = unknown> {
     if (this.#state !== 'idle')
       throw new ClosedError(`dispatcher (it is ${this.#state}; run() may be called once)`);
     this.#state = 'running';
+    let detach: (() => void) | undefined;
     if (signal) {
       if (signal.aborted) this.#state = 'draining';
-      else signal.addEventListener('abort', () => void this.drain(), { once: true });
+      else {
+        const onAbort = () => void this.drain();
+        signal.addEventListener('abort', onAbort, { once: true });
+        // The signal may outlive this dispatcher (one shutdown signal for a whole application): stopped by
+        // other means, it must not keep a listener there, nor itself alive through it.
+        detach = () => signal.removeEventListener('abort', onAbort);
+      }
     }
-    this.#done = this.#loop();
+    this.#done = this.#loop().finally(() => detach?.());
     return this.#done;
   }
 

@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   calendar,
@@ -213,6 +214,27 @@ describe('Scheduler: running on time', () => {
     expect(make({ leases: undefined })).toThrow(/config\.leases/);
     expect(make({ cursorTTL: 1000 })).toThrow(/config\.cursorTTL 1000/);
     expect(make({ maintenance: 'yes' })).toThrow(/config\.maintenance "yes"/);
+  });
+});
+
+describe('Scheduler: the run signal', () => {
+  it('leaves no listener on a long-lived signal once stopped by drain() (found by the reliability suite)', async () => {
+    world = new World();
+    const shutdown = new AbortController();
+    for (let i = 0; i < 20; i++) {
+      const scheduler = new Scheduler({
+        registry: new Registry(every('job', 60_000, () => {})),
+        backend: world.backend,
+        clock: world.clock,
+      });
+      const done = scheduler.run(shutdown.signal);
+      await world.advance(0);
+      const draining = scheduler.drain();
+      await world.advance(0);
+      await draining;
+      await done;
+    }
+    expect(getEventListeners(shutdown.signal, 'abort')).toHaveLength(0);
   });
 });
 

@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import {
   aggregate,
@@ -252,6 +253,24 @@ describe('Dispatcher', () => {
     expect(await store.loadSchedule('f')).toBeUndefined();
     ac.abort();
     await done;
+  });
+
+  it('leaves no listener on a long-lived signal once stopped by drain() (found by the reliability suite)', async () => {
+    const { store } = setup();
+    const shutdown = new AbortController();
+    for (let i = 0; i < 20; i++) {
+      const dispatcher = new Dispatcher({ store, processor: async () => {} });
+      const done = dispatcher.run(shutdown.signal);
+      await dispatcher.drain();
+      await done;
+    }
+    expect(getEventListeners(shutdown.signal, 'abort')).toHaveLength(0);
+    // Still stopped by the signal itself.
+    const dispatcher = new Dispatcher({ store, processor: async () => {} });
+    const done = dispatcher.run(shutdown.signal);
+    shutdown.abort();
+    await done;
+    expect(dispatcher.snapshot().running).toBe(false);
   });
 
   it('keeps running when the backend fails a scan, and recovers', async () => {
