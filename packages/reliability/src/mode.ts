@@ -26,7 +26,7 @@ export const SIZES = {
   /** fast-check runs per property (store properties run a fifth of it against real servers). */
   fuzzRuns: figure('DUETIME_CHAOS_FUZZ_RUNS', 300, 3000),
   /** Schedules through the soak on SQLite, and on the other backends. */
-  soakSqlite: figure('DUETIME_CHAOS_SOAK_SQLITE', 20_000, 1_000_000),
+  soakSqlite: figure('DUETIME_CHAOS_SOAK_SQLITE', 10_000, 1_000_000),
   soakOthers: figure('DUETIME_CHAOS_SOAK_OTHERS', 4_000, 100_000),
 } as const;
 

@@ -14,7 +14,7 @@ export const BACKENDS: readonly BackendName[] = ['sqlite', 'postgres', 'redis', 
  * fault-injecting proxy instead of the server itself.
  */
 export type TargetSpec =
-  | { kind: 'sqlite'; file: string; busyTimeout?: number }
+  | { kind: 'sqlite'; file: string; busyTimeout?: number; synchronous?: 'full' | 'normal' }
   | { kind: 'postgres'; url: string; schema: string; applicationName: string; poolSize?: number }
   | { kind: 'redis'; url: string; prefix: string; commitRetryWindow?: number }
   | { kind: 'nats'; url: string; prefix: string };
@@ -138,7 +138,11 @@ export async function openTarget(spec: TargetSpec, options: OpenOptions = {}): P
       const { createSqliteBackend } = await import('@duetime/backend-sqlite');
       return createSqliteBackend(
         { filename: spec.file },
-        { ...common, ...(spec.busyTimeout !== undefined ? { busyTimeout: spec.busyTimeout } : {}) },
+        {
+          ...common,
+          ...(spec.busyTimeout !== undefined ? { busyTimeout: spec.busyTimeout } : {}),
+          ...(spec.synchronous !== undefined ? { synchronous: spec.synchronous } : {}),
+        },
       );
     }
     case 'postgres': {
