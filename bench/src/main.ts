@@ -8,8 +8,8 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { parseArgs } from 'node:util';
-import type { Row } from './lib/report.js';
 import { renderTables } from './lib/render.js';
+import type { Row } from './lib/report.js';
 import type { BenchContext } from './lib/run.js';
 import { allSubjects } from './subjects/index.js';
 import { cronWorkload } from './workloads/cron.js';
@@ -53,13 +53,21 @@ const ctx: BenchContext = {
 
 const resultsDir = new URL('../results/', import.meta.url);
 mkdirSync(resultsDir, { recursive: true });
-const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryGb: Math.round(totalmem() / 2 ** 30), node: process.version };
+const machine = {
+  cpus: cpus().length,
+  cpuModel: cpus()[0]?.model ?? 'unknown',
+  memoryGb: Math.round(totalmem() / 2 ** 30),
+  node: process.version,
+};
 for (const name of selected) {
   console.log(`\n== ${name}${quick ? ' (quick)' : ''}`);
   const started = Date.now();
   const rows = await workloads[name]!(ctx);
   const file = new URL(`${name}${quick ? '.quick' : ''}.json`, resultsDir);
-  writeFileSync(file, `${JSON.stringify({ workload: name, quick, rounds: ctx.rounds, date: new Date().toISOString(), machine, seconds: Math.round((Date.now() - started) / 1000), rows }, null, 2)}\n`);
+  writeFileSync(
+    file,
+    `${JSON.stringify({ workload: name, quick, rounds: ctx.rounds, date: new Date().toISOString(), machine, seconds: Math.round((Date.now() - started) / 1000), rows }, null, 2)}\n`,
+  );
   console.log(renderTables(rows));
 }
 
@@ -72,8 +80,15 @@ if (!quick && readme.includes(start) && readme.includes(end)) {
   const sections: string[] = [];
   for (const name of Object.keys(workloads)) {
     try {
-      const data = JSON.parse(readFileSync(new URL(`${name}.json`, resultsDir), 'utf8')) as { rows: Row[]; date: string; rounds: number; machine: typeof machine };
-      sections.push(`### ${name}\n\n_${data.date.slice(0, 10)}, ${data.rounds} rounds, ${data.machine.cpus} cores, Node ${data.machine.node}_\n\n${renderTables(data.rows)}`);
+      const data = JSON.parse(readFileSync(new URL(`${name}.json`, resultsDir), 'utf8')) as {
+        rows: Row[];
+        date: string;
+        rounds: number;
+        machine: typeof machine;
+      };
+      sections.push(
+        `### ${name}\n\n_${data.date.slice(0, 10)}, ${data.rounds} rounds, ${data.machine.cpus} cores, Node ${data.machine.node}_\n\n${renderTables(data.rows)}`,
+      );
     } catch {
       sections.push(`### ${name}\n\nNot measured yet: run \`pnpm bench --only ${name}\`.`);
     }

@@ -34,7 +34,11 @@ async function idle(): Promise<unknown> {
   }
 }
 
-const tasks: Record<string, () => Promise<unknown>> = { idle, scale: () => scaleChild(args), replica: () => replicaChild(args) };
+const tasks: Record<string, () => Promise<unknown>> = {
+  idle,
+  scale: () => scaleChild(args),
+  replica: () => replicaChild(args),
+};
 const fn = tasks[task ?? ''];
 if (!fn) {
   console.error(`unknown task ${task}`);

@@ -8,13 +8,17 @@ export function renderTables(rows: Row[]): string {
   const out: string[] = [];
   for (const [metric, group] of byMetric) {
     const first = group[0]!;
-    const digits = first.unit === 'ms' || first.unit === 's' || first.unit === 'MB' || first.unit === 'ns' ? 1 : 0;
+    const digits =
+      first.unit === 'ms' || first.unit === 's' || first.unit === 'MB' || first.unit === 'ns' ? 1 : 0;
     out.push(`**${metric}** (${first.unit}, ${first.better} is better)\n`);
     out.push('| subject | median (min–max) | duetime ÷ peer, per round |');
     out.push('| --- | --- | --- |');
     for (const row of group) {
       const ratios = (row.ratios ?? [])
-        .map((r) => `vs ${r.versus}: **${fmt(r.median, 2)}×** ${ahead(row, r.median) ? '✓' : '✗ behind'} (${r.perRound.map((x) => fmt(x, 2)).join(', ')})`)
+        .map(
+          (r) =>
+            `vs ${r.versus}: **${fmt(r.median, 2)}×** ${ahead(row, r.median) ? '✓' : '✗ behind'} (${r.perRound.map((x) => fmt(x, 2)).join(', ')})`,
+        )
         .join('<br>');
       out.push(`| ${row.subject} | ${fmtSummary(row.summary, digits)} | ${ratios} |`);
     }

@@ -29,7 +29,9 @@ export async function alternate<T>(
         value = await measure(subject, round);
       } catch (error) {
         // A subject that cannot finish a round is reported as such (n/a), not dropped, and the run goes on.
-        ctx.log(`  ${label} round ${round + 1}/${ctx.rounds} ${subject.name}: FAILED ${(error as Error).message}`);
+        ctx.log(
+          `  ${label} round ${round + 1}/${ctx.rounds} ${subject.name}: FAILED ${(error as Error).message}`,
+        );
         value = failed;
       }
       results.get(subject.name)!.push(value);
@@ -47,7 +49,15 @@ export function inChild<T>(task: string, args: unknown): Promise<T> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
-      ['--import', pathToFileURL(require.resolve('tsx')).href, '--conditions=source', '--expose-gc', childEntry, task, JSON.stringify(args)],
+      [
+        '--import',
+        pathToFileURL(require.resolve('tsx')).href,
+        '--conditions=source',
+        '--expose-gc',
+        childEntry,
+        task,
+        JSON.stringify(args),
+      ],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
     let out = '';

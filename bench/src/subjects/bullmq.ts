@@ -15,7 +15,10 @@ export const bullmq: Subject = {
   async create(): Promise<Queue> {
     const name = uniqueName('bench');
     const connection = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
-    const queue = new BullQueue(name, { connection, defaultJobOptions: { removeOnComplete: true, removeOnFail: true } });
+    const queue = new BullQueue(name, {
+      connection,
+      defaultJobOptions: { removeOnComplete: true, removeOnFail: true },
+    });
     const workers: Worker[] = [];
     const opts = (item: Item) => ({ delay: Math.max(0, item.dueAt - Date.now()), jobId: item.id });
     return {

@@ -2,7 +2,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Backend, Dispatcher } from '@duetime/core';
-import { NATS_URL, payload, PG_URL, type Queue, REDIS_URL, type Subject, uniqueName } from './types.js';
+import { NATS_URL, PG_URL, payload, type Queue, REDIS_URL, type Subject, uniqueName } from './types.js';
 
 export type DuetimeBackendName = 'sqlite' | 'postgres' | 'redis' | 'nats';
 
@@ -76,7 +76,11 @@ export function duetime(kind: DuetimeBackendName): Subject {
       return {
         async enqueue(item) {
           await store.transact((tx) =>
-            tx.schedule(`bench/${item.id}`, new Date(item.dueAt), { type: 'bench', aggregateId: item.id, data: payload(item) }),
+            tx.schedule(`bench/${item.id}`, new Date(item.dueAt), {
+              type: 'bench',
+              aggregateId: item.id,
+              data: payload(item),
+            }),
           );
         },
         async enqueueBatch(items) {
@@ -84,7 +88,11 @@ export function duetime(kind: DuetimeBackendName): Subject {
             const chunk = items.slice(i, i + 100);
             await store.transact(async (tx) => {
               for (const item of chunk) {
-                await tx.schedule(`bench/${item.id}`, new Date(item.dueAt), { type: 'bench', aggregateId: item.id, data: payload(item) });
+                await tx.schedule(`bench/${item.id}`, new Date(item.dueAt), {
+                  type: 'bench',
+                  aggregateId: item.id,
+                  data: payload(item),
+                });
               }
             });
           }

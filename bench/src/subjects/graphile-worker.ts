@@ -1,5 +1,5 @@
-import { Logger, makeWorkerUtils, run, type Runner, type WorkerUtils } from 'graphile-worker';
-import { type Item, payload, PG_URL, type Queue, type Subject, uniqueName } from './types.js';
+import { Logger, makeWorkerUtils, type Runner, run, type WorkerUtils } from 'graphile-worker';
+import { type Item, PG_URL, payload, type Queue, type Subject, uniqueName } from './types.js';
 
 /**
  * graphile-worker with `runAt`. Tuned per its docs: LISTEN/NOTIFY for new jobs (its default), a 100 ms
@@ -17,7 +17,11 @@ export const graphileWorker: Subject = {
     await utils.migrate();
     const runners: Runner[] = [];
     const silent = new Logger(() => () => {});
-    const spec = (item: Item) => ({ identifier: 'bench', payload: payload(item), run_at: new Date(item.dueAt).toISOString() });
+    const spec = (item: Item) => ({
+      identifier: 'bench',
+      payload: payload(item),
+      run_at: new Date(item.dueAt).toISOString(),
+    });
     return {
       async enqueue(item) {
         await utils.addJob('bench', payload(item), { runAt: new Date(item.dueAt) });

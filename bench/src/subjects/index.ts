@@ -6,7 +6,15 @@ import type { Subject } from './types.js';
 
 /** Every library and backend under comparison, duetime first. */
 export function allSubjects(): Subject[] {
-  return [duetime('sqlite'), duetime('postgres'), duetime('redis'), duetime('nats'), pgBoss, graphileWorker, bullmq];
+  return [
+    duetime('sqlite'),
+    duetime('postgres'),
+    duetime('redis'),
+    duetime('nats'),
+    pgBoss,
+    graphileWorker,
+    bullmq,
+  ];
 }
 
 export function subjectByName(name: string): Subject {

@@ -1,5 +1,5 @@
 import PgBoss from 'pg-boss';
-import { type Item, payload, PG_URL, type Queue, type Subject, uniqueName } from './types.js';
+import { type Item, PG_URL, payload, type Queue, type Subject, uniqueName } from './types.js';
 
 /**
  * pg-boss with `startAfter`. Tuned per its docs: the minimum polling interval (0.5 s) for the lowest
@@ -11,10 +11,17 @@ export const pgBoss: Subject = {
   name: 'pg-boss',
   library: 'pg-boss',
   backend: 'postgres',
-  tuning: 'startAfter; pollingIntervalSeconds 0.5 (its minimum); batchSize 100 handled `concurrency` at a time; insert() for batches',
+  tuning:
+    'startAfter; pollingIntervalSeconds 0.5 (its minimum); batchSize 100 handled `concurrency` at a time; insert() for batches',
   async create(): Promise<Queue> {
     const schema = uniqueName('pgboss_');
-    const boss = new PgBoss({ connectionString: PG_URL, schema, supervise: false, schedule: false, migrate: true });
+    const boss = new PgBoss({
+      connectionString: PG_URL,
+      schema,
+      supervise: false,
+      schedule: false,
+      migrate: true,
+    });
     boss.on('error', () => {});
     await boss.start();
     const queue = 'bench';
@@ -31,7 +38,9 @@ export const pgBoss: Subject = {
         // A batch per fetch (pg-boss waits a polling interval between fetches), handled `concurrency` at a time.
         const id = await boss.work(queue, { batchSize: 100, pollingIntervalSeconds: 0.5 }, async (jobs) => {
           for (let i = 0; i < jobs.length; i += concurrency) {
-            await Promise.all(jobs.slice(i, i + concurrency).map(async (j) => onJob((j.data as { dueAt: number }).dueAt)));
+            await Promise.all(
+              jobs.slice(i, i + concurrency).map(async (j) => onJob((j.data as { dueAt: number }).dueAt)),
+            );
           }
         });
         return async () => {

@@ -26,19 +26,37 @@ export async function cronWorkload(ctx: BenchContext): Promise<Row[]> {
   await new Promise<void>((resolve, reject) => {
     const child = spawn(
       process.execPath,
-      ['--import', pathToFileURL(require.resolve('tsx')).href, '--conditions=source', script, '--rounds', String(rounds)],
+      [
+        '--import',
+        pathToFileURL(require.resolve('tsx')).href,
+        '--conditions=source',
+        script,
+        '--rounds',
+        String(rounds),
+      ],
       { stdio: ['ignore', 'inherit', 'inherit'] },
     );
-    child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`cron-next exited with ${code}`))));
+    child.once('exit', (code) =>
+      code === 0 ? resolve() : reject(new Error(`cron-next exited with ${code}`)),
+    );
   });
-  const data = JSON.parse(readFileSync(new URL('../../results/cron-next.json', import.meta.url), 'utf8')) as { results: CronResult[] };
+  const data = JSON.parse(readFileSync(new URL('../../results/cron-next.json', import.meta.url), 'utf8')) as {
+    results: CronResult[];
+  };
   const rows: Row[] = [];
   for (const name of [...new Set(data.results.map((r) => r.case))]) {
     const group = data.results.filter((r) => r.case === name);
     const own = group.find((r) => r.library === 'duetime')!;
     const metric = `next(): ${own.expression} in ${own.zone}`;
     for (const r of group) {
-      const row: Row = { workload: 'cron', metric, unit: 'ns', better: 'lower', subject: r.library, summary: summarize(r.roundsNsPerCall) };
+      const row: Row = {
+        workload: 'cron',
+        metric,
+        unit: 'ns',
+        better: 'lower',
+        subject: r.library,
+        summary: summarize(r.roundsNsPerCall),
+      };
       if (r.library === 'duetime') {
         row.ratios = group
           .filter((p) => p.library !== 'duetime')

@@ -47,7 +47,14 @@ interface Replica {
 function replica(kind: DuetimeBackendName, namespace: string): Replica {
   const child = spawn(
     process.execPath,
-    ['--import', pathToFileURL(require.resolve('tsx')).href, '--conditions=source', childEntry, 'replica', JSON.stringify({ backend: kind, namespace })],
+    [
+      '--import',
+      pathToFileURL(require.resolve('tsx')).href,
+      '--conditions=source',
+      childEntry,
+      'replica',
+      JSON.stringify({ backend: kind, namespace }),
+    ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   const lines: string[] = [];

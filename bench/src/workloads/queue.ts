@@ -1,5 +1,5 @@
-import { type BenchContext, alternate, inChild, until } from '../lib/run.js';
 import { type Row, rowsFor } from '../lib/report.js';
+import { alternate, type BenchContext, inChild, until } from '../lib/run.js';
 import { percentile } from '../lib/stats.js';
 import type { Item, Subject } from '../subjects/types.js';
 
@@ -16,26 +16,41 @@ export async function enqueueWorkload(ctx: BenchContext, subjects: Subject[]): P
   const modes = ['awaited', 'in flight 16', 'batches of 100'] as const;
   const rows: Row[] = [];
   for (const mode of modes) {
-    const samples = await alternate(ctx, subjects, `enqueue ${mode}`, async (subject) => {
-      const queue = await subject.create();
-      try {
-        const list = items(count, () => Date.now() + HOUR);
-        const started = performance.now();
-        if (mode === 'awaited') for (const item of list) await queue.enqueue(item);
-        else if (mode === 'in flight 16') {
-          let next = 0;
-          await Promise.all(
-            Array.from({ length: 16 }, async () => {
-              while (next < list.length) await queue.enqueue(list[next++]!);
-            }),
-          );
-        } else for (let i = 0; i < list.length; i += 100) await queue.enqueueBatch(list.slice(i, i + 100));
-        return Math.round((count / (performance.now() - started)) * 1000);
-      } finally {
-        await queue.close();
-      }
-    }, Number.NaN);
-    rows.push(...rowsFor('enqueue', `${count.toLocaleString('en-US')} delayed items, ${mode}`, 'items/s', 'higher', subjects, samples));
+    const samples = await alternate(
+      ctx,
+      subjects,
+      `enqueue ${mode}`,
+      async (subject) => {
+        const queue = await subject.create();
+        try {
+          const list = items(count, () => Date.now() + HOUR);
+          const started = performance.now();
+          if (mode === 'awaited') for (const item of list) await queue.enqueue(item);
+          else if (mode === 'in flight 16') {
+            let next = 0;
+            await Promise.all(
+              Array.from({ length: 16 }, async () => {
+                while (next < list.length) await queue.enqueue(list[next++]!);
+              }),
+            );
+          } else for (let i = 0; i < list.length; i += 100) await queue.enqueueBatch(list.slice(i, i + 100));
+          return Math.round((count / (performance.now() - started)) * 1000);
+        } finally {
+          await queue.close();
+        }
+      },
+      Number.NaN,
+    );
+    rows.push(
+      ...rowsFor(
+        'enqueue',
+        `${count.toLocaleString('en-US')} delayed items, ${mode}`,
+        'items/s',
+        'higher',
+        subjects,
+        samples,
+      ),
+    );
   }
   return rows;
 }
@@ -45,24 +60,39 @@ export async function drainWorkload(ctx: BenchContext, subjects: Subject[]): Pro
   const count = ctx.quick ? 2000 : 20_000;
   const rows: Row[] = [];
   for (const concurrency of [1, 16]) {
-    const samples = await alternate(ctx, subjects, `drain c=${concurrency}`, async (subject) => {
-      const queue = await subject.create();
-      try {
-        const list = items(count, (i) => Date.now() - 60_000 + i);
-        for (let i = 0; i < list.length; i += 500) await queue.enqueueBatch(list.slice(i, i + 500));
-        let done = 0;
-        const started = performance.now();
-        const stop = await queue.startWorker({ concurrency, onJob: () => void done++ });
-        const finished = await until(() => done >= count, ctx.quick ? 120_000 : 300_000);
-        const elapsed = performance.now() - started;
-        await stop();
-        if (!finished) throw new Error(`${subject.name} drained only ${done} of ${count}`);
-        return Math.round((count / elapsed) * 1000);
-      } finally {
-        await queue.close();
-      }
-    }, Number.NaN);
-    rows.push(...rowsFor('drain', `${count.toLocaleString('en-US')} due items, concurrency ${concurrency}`, 'items/s', 'higher', subjects, samples));
+    const samples = await alternate(
+      ctx,
+      subjects,
+      `drain c=${concurrency}`,
+      async (subject) => {
+        const queue = await subject.create();
+        try {
+          const list = items(count, (i) => Date.now() - 60_000 + i);
+          for (let i = 0; i < list.length; i += 500) await queue.enqueueBatch(list.slice(i, i + 500));
+          let done = 0;
+          const started = performance.now();
+          const stop = await queue.startWorker({ concurrency, onJob: () => void done++ });
+          const finished = await until(() => done >= count, ctx.quick ? 120_000 : 300_000);
+          const elapsed = performance.now() - started;
+          await stop();
+          if (!finished) throw new Error(`${subject.name} drained only ${done} of ${count}`);
+          return Math.round((count / elapsed) * 1000);
+        } finally {
+          await queue.close();
+        }
+      },
+      Number.NaN,
+    );
+    rows.push(
+      ...rowsFor(
+        'drain',
+        `${count.toLocaleString('en-US')} due items, concurrency ${concurrency}`,
+        'items/s',
+        'higher',
+        subjects,
+        samples,
+      ),
+    );
   }
   return rows;
 }
@@ -71,31 +101,49 @@ export async function drainWorkload(ctx: BenchContext, subjects: Subject[]): Pro
 export async function latenessWorkload(ctx: BenchContext, subjects: Subject[]): Promise<Row[]> {
   const count = ctx.quick ? 300 : 1000;
   const windowMs = ctx.quick ? 5000 : 10_000;
-  const samples = await alternate(ctx, subjects, 'lateness', async (subject) => {
-    const queue = await subject.create();
-    try {
-      const lateness: number[] = [];
-      const stop = await queue.startWorker({ concurrency: 16, onJob: (dueAt) => lateness.push(Date.now() - dueAt) });
-      const start = Date.now() + 1500;
-      const list = items(count, () => start + Math.floor(Math.random() * windowMs));
-      for (let i = 0; i < list.length; i += 100) await queue.enqueueBatch(list.slice(i, i + 100));
-      await until(() => lateness.length >= count, windowMs + 60_000, 20);
-      await stop();
-      return {
-        p50: percentile(lateness, 50),
-        p95: percentile(lateness, 95),
-        p99: percentile(lateness, 99),
-        max: Math.max(...lateness),
-        delivered: lateness.length,
-      };
-    } finally {
-      await queue.close();
-    }
-  }, { p50: Number.NaN, p95: Number.NaN, p99: Number.NaN, max: Number.NaN, delivered: 0 });
+  const samples = await alternate(
+    ctx,
+    subjects,
+    'lateness',
+    async (subject) => {
+      const queue = await subject.create();
+      try {
+        const lateness: number[] = [];
+        const stop = await queue.startWorker({
+          concurrency: 16,
+          onJob: (dueAt) => lateness.push(Date.now() - dueAt),
+        });
+        const start = Date.now() + 1500;
+        const list = items(count, () => start + Math.floor(Math.random() * windowMs));
+        for (let i = 0; i < list.length; i += 100) await queue.enqueueBatch(list.slice(i, i + 100));
+        await until(() => lateness.length >= count, windowMs + 60_000, 20);
+        await stop();
+        return {
+          p50: percentile(lateness, 50),
+          p95: percentile(lateness, 95),
+          p99: percentile(lateness, 99),
+          max: Math.max(...lateness),
+          delivered: lateness.length,
+        };
+      } finally {
+        await queue.close();
+      }
+    },
+    { p50: Number.NaN, p95: Number.NaN, p99: Number.NaN, max: Number.NaN, delivered: 0 },
+  );
   const rows: Row[] = [];
   for (const key of ['p50', 'p95', 'p99', 'max'] as const) {
     const byMetric = new Map([...samples].map(([name, values]) => [name, values.map((v) => v[key])]));
-    rows.push(...rowsFor('lateness', `${count} items over ${windowMs / 1000} s, ${key}`, 'ms', 'lower', subjects, byMetric));
+    rows.push(
+      ...rowsFor(
+        'lateness',
+        `${count} items over ${windowMs / 1000} s, ${key}`,
+        'ms',
+        'lower',
+        subjects,
+        byMetric,
+      ),
+    );
   }
   return rows;
 }

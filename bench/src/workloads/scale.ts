@@ -1,6 +1,6 @@
 import { Dispatcher } from '@duetime/core';
-import { type BenchContext, inChild } from '../lib/run.js';
 import type { Row } from '../lib/report.js';
+import { type BenchContext, inChild } from '../lib/run.js';
 import { median, summarize } from '../lib/stats.js';
 import { type DuetimeBackendName, openDuetime } from '../subjects/duetime.js';
 
@@ -49,7 +49,11 @@ export async function scaleWorkload(ctx: BenchContext): Promise<Row[]> {
       for (let i = 0; i < count; i += 1000) {
         await backend.store.transact(async (tx) => {
           for (let j = i; j < Math.min(count, i + 1000); j++) {
-            await tx.schedule(`scale/${j}`, new Date(base + j), { type: 'bench', aggregateId: `a${j}`, data: { pad: 'x'.repeat(64) } });
+            await tx.schedule(`scale/${j}`, new Date(base + j), {
+              type: 'bench',
+              aggregateId: `a${j}`,
+              data: { pad: 'x'.repeat(64) },
+            });
           }
         });
         if (i % 100_000 === 0 && i > 0) ctx.log(`  scale ${kind}: ${i.toLocaleString('en-US')} enqueued`);
@@ -61,10 +65,38 @@ export async function scaleWorkload(ctx: BenchContext): Promise<Row[]> {
       const subject = `duetime/${kind}`;
       const label = `${count.toLocaleString('en-US')} pending`;
       rows.push(
-        { workload: 'scale', metric: `${label}, enqueue (1,000 per transaction)`, unit: 'items/s', better: 'higher', subject, summary: summarize([enqueueRate]) },
-        { workload: 'scale', metric: `${label}, dispatcher RSS`, unit: 'MB', better: 'lower', subject, summary: summarize([child.rssMb]) },
-        { workload: 'scale', metric: `${label}, due lookup (64 due)`, unit: 'ms', better: 'lower', subject, summary: summarize([child.dueLookupMs]) },
-        { workload: 'scale', metric: `${label}, next deadline lookup`, unit: 'ms', better: 'lower', subject, summary: summarize([child.nextDueMs]) },
+        {
+          workload: 'scale',
+          metric: `${label}, enqueue (1,000 per transaction)`,
+          unit: 'items/s',
+          better: 'higher',
+          subject,
+          summary: summarize([enqueueRate]),
+        },
+        {
+          workload: 'scale',
+          metric: `${label}, dispatcher RSS`,
+          unit: 'MB',
+          better: 'lower',
+          subject,
+          summary: summarize([child.rssMb]),
+        },
+        {
+          workload: 'scale',
+          metric: `${label}, due lookup (64 due)`,
+          unit: 'ms',
+          better: 'lower',
+          subject,
+          summary: summarize([child.dueLookupMs]),
+        },
+        {
+          workload: 'scale',
+          metric: `${label}, next deadline lookup`,
+          unit: 'ms',
+          better: 'lower',
+          subject,
+          summary: summarize([child.nextDueMs]),
+        },
       );
     } finally {
       await drop();
