@@ -1,18 +1,26 @@
+import { connectNats, createNatsBackend, deleteNatsBackendData } from '@duetime/backend-nats';
 import type { Backend, Clock, Logger } from '@duetime/core';
 
 /** Opens the NATS backend on `url` with the stream prefix `prefix`. */
 export async function openNats(
-  _url: string,
-  _prefix: string,
-  _options: { clock?: Clock; logger?: Logger },
+  url: string,
+  prefix: string,
+  options: { clock?: Clock; logger?: Logger; commitTimeoutMs?: number },
 ): Promise<Backend> {
-  throw new Error('the NATS backend is not part of the suite yet');
+  return createNatsBackend({ servers: url }, { prefix, connectTimeoutMs: 3000, ...options });
 }
 
-/** Deletes the streams and buckets of `prefix`. */
-export async function dropNats(_url: string, _prefix: string): Promise<void> {}
+/** Deletes the streams of `prefix`. */
+export async function dropNats(url: string, prefix: string): Promise<void> {
+  const nc = await connectNats(url, { connectTimeoutMs: 3000 });
+  try {
+    await deleteNatsBackendData(nc, prefix);
+  } finally {
+    await nc.close();
+  }
+}
 
 /** Opens the NATS backend with fuzzed factory arguments (for the hostile-input tests). */
-export async function openNatsFuzzed(_connection: unknown, _options: unknown): Promise<Backend> {
-  throw new Error('the NATS backend is not part of the suite yet');
+export function openNatsFuzzed(connection: unknown, options: unknown): Promise<Backend> {
+  return createNatsBackend(connection as never, options as never);
 }

@@ -20,6 +20,8 @@ export interface FaultInjector {
   readonly kinds: readonly OutageKind[];
   /** The target the components under test open (through the proxy, where there is one). */
   readonly faulty: TargetSpec;
+  /** The same data without the proxy (setup, the final drain and the audit). */
+  readonly direct: TargetSpec;
   inject(kind: OutageKind, random: Random): Promise<string>;
   close(): Promise<void>;
 }
@@ -29,7 +31,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** A proxy in front of the server of `direct`, plus the server-side fault when given. */
 export async function proxiedInjector(
   direct: Exclude<TargetSpec, { kind: 'sqlite' }>,
-  server?: { name: string; fault: () => Promise<string> },
+  server?: { name: string; fault: (random: Random) => Promise<string> },
 ): Promise<FaultInjector> {
   const proxy = await FaultProxy.start(hostAndPort(direct.url));
   const faulty = { ...direct, url: urlVia(direct.url, '127.0.0.1', proxy.port) } as TargetSpec;
@@ -38,6 +40,7 @@ export async function proxiedInjector(
   return {
     kinds,
     faulty,
+    direct,
     async inject(kind, random) {
       switch (kind) {
         case 'drop':
@@ -67,7 +70,7 @@ export async function proxiedInjector(
         }
         case 'server':
           if (!server) throw new Error('no server-side fault for this backend');
-          return server.fault();
+          return server.fault(random);
         case 'lock':
           throw new Error('lock is a SQLite fault');
       }
@@ -130,6 +133,7 @@ export function sqliteInjector(target: Extract<TargetSpec, { kind: 'sqlite' }>):
   return {
     kinds: ['lock'],
     faulty: target,
+    direct: target,
     async inject(_kind, random) {
       const ms = random.int(200, 3 * (target.busyTimeout ?? 5000));
       const deadline = Date.now() + 10_000;

@@ -4,6 +4,7 @@ import { audit, describeFigures } from '../src/audit.js';
 import { collect, drainDue } from '../src/collect.js';
 import { createEffectTable } from '../src/effects.js';
 import { SIZES, selectedBackends } from '../src/mode.js';
+import { PrivateNatsServer } from '../src/nats-server.js';
 import { OUTAGE_SCHEDULE, OUTAGE_SCOPE, runOutages } from '../src/outage-run.js';
 import {
   type FaultInjector,
@@ -33,8 +34,28 @@ async function injectorFor(target: TargetSpec): Promise<FaultInjector> {
       return proxiedInjector(target, postgresTermination(target));
     case 'redis':
       return proxiedInjector(target, redisClientKill(target));
-    case 'nats':
-      throw new Error('NATS outages run on a private server (not yet part of the suite)');
+    case 'nats': {
+      // Restarting the shared server would disturb everyone else: the run gets a server of its own.
+      const server = await PrivateNatsServer.start();
+      const injector = await proxiedInjector(
+        { ...target, url: server.url },
+        {
+          name: 'restart',
+          async fault(random) {
+            const down = random.int(200, 1700);
+            await server.restart(down);
+            return `nats-server killed and restarted after ${down} ms`;
+          },
+        },
+      );
+      return {
+        ...injector,
+        async close() {
+          await injector.close();
+          await server.close();
+        },
+      };
+    }
   }
 }
 
@@ -45,12 +66,11 @@ describe.each(selectedBackends(BACKENDS))('outages on %s', (kind) => {
     const label = `[outages ${kind}]`;
     console.log(`${label} seed ${seed} (replay: DUETIME_CHAOS_SEED=${seed} DUETIME_CHAOS_BACKENDS=${kind})`);
     const base = newTarget(kind, freshNamespace());
-    const target: TargetSpec = base.kind === 'sqlite' ? { ...base, busyTimeout: 1000 } : base;
+    const injector = await injectorFor(base.kind === 'sqlite' ? { ...base, busyTimeout: 1000 } : base);
+    const target = injector.direct;
     const direct = await openTarget(target);
-    let injector: FaultInjector | undefined;
     try {
       await createEffectTable(direct.store, target);
-      injector = await injectorFor(target);
       const run = await runOutages({
         injector,
         random: new Random(seed).fork(`outages:${kind}`),
@@ -107,9 +127,9 @@ describe.each(selectedBackends(BACKENDS))('outages on %s', (kind) => {
       expect(figures.ticksDuplicated, problems).toBe(0);
       expect(figures.delivered).toBeGreaterThan(20);
     } finally {
-      await injector?.close();
       await direct.close();
-      await dropTarget(target);
+      if (target.kind !== 'nats') await dropTarget(target);
+      await injector.close();
     }
   });
 });
