@@ -1,3 +1,7 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openBackend } from '@duetime/cli';
 import {
   calendar,
   createMemoryBackend,
@@ -201,6 +205,66 @@ describe('hostile input without a server', () => {
         },
       ),
     );
+  });
+
+  it("the CLI's backend URLs (openBackend): opened and closed, or a typed error, never a crash or a hang", async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'duetime-cli-fuzz-'));
+    // Only relative SQLite paths (inside a scratch directory); servers on loopback ports nobody listens on
+    // or databases that do not exist, so that nothing is created on the shared servers.
+    const relative = hostileText(16).filter((s) => !s.startsWith('/') && !s.split('/').includes('..'));
+    const url = fc.oneof(
+      relative.map((name) => `sqlite:${name}`),
+      fc.constantFrom(
+        'sqlite:',
+        'sqlite::memory:',
+        'sqlite://',
+        'SQLITE:x.db',
+        'sqlite:?mode=ro',
+        'sqlite:%zz',
+      ),
+      fc
+        .tuple(
+          fc.constantFrom(
+            'postgres',
+            'postgresql',
+            'redis',
+            'rediss',
+            'nats',
+            'tls',
+            'mysql',
+            'http',
+            'file',
+            '',
+          ),
+          fc.constantFrom('://', ':', ':///', '//'),
+          fc.constantFrom(
+            '127.0.0.1:1',
+            'localhost:1',
+            '[::1]:1',
+            '127.0.0.1:1,127.0.0.1:2',
+            'u:p@127.0.0.1:1',
+            '',
+          ),
+          fc.oneof(fc.constantFrom('', '/nosuchdb_fuzz', '/0', '?x=1'), hostileText(6)),
+        )
+        .map(([scheme, sep, host, rest]) => `${scheme}${sep}${host}${rest}`),
+      hostileText(30),
+      hostileValue,
+    );
+    await fc.assert(
+      fc.asyncProperty(url, async (given) => {
+        cases++;
+        try {
+          const backend = await openBackend(given as string, { cwd });
+          await backend.close();
+        } catch (error) {
+          if (!(error instanceof DuetimeError))
+            throw new Error(`untyped error: ${String(error)}`, { cause: error });
+        }
+      }),
+      { seed, numRuns: Math.max(20, Math.round(runs / 5)) },
+    );
+    rmSync(cwd, { recursive: true, force: true });
   });
 
   it('Dispatcher options: constructed, or a typed error', () => {
