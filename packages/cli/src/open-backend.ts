@@ -39,7 +39,11 @@ export function backendKind(url: string, field = 'backend'): BackendKind {
 export function sqliteFilename(url: string, cwd = process.cwd()): string {
   let rest = url.slice('sqlite:'.length);
   if (rest.startsWith('//')) rest = rest.slice(2);
-  rest = decodeURIComponent(rest.split('?')[0] ?? '');
+  try {
+    rest = decodeURIComponent(rest.split('?')[0] ?? '');
+  } catch {
+    throw new InvalidArgumentError('backend', redact(url), 'has a malformed percent-encoding in its path');
+  }
   if (rest === '') throw new InvalidArgumentError('backend', url, 'names no file; use sqlite:./duetime.db');
   if (rest === ':memory:') return rest;
   return isAbsolute(rest) ? rest : resolve(cwd, rest);

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createSqliteBackend } from '@duetime/backend-sqlite';
+import { InvalidArgumentError } from '@duetime/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CliIo, runCli } from '../src/index.js';
 import { backendKind, natsServers, redact, sqliteFilename } from '../src/open-backend.js';
@@ -186,6 +187,9 @@ describe('backend URLs', () => {
     expect(() => backendKind('')).toThrow(/backend URL/);
     expect(sqliteFilename('sqlite:./a.db', '/srv')).toBe('/srv/a.db');
     expect(sqliteFilename('sqlite:///var/db/a.db', '/srv')).toBe('/var/db/a.db');
+    // A malformed escape is a typed error naming the option, not a URIError (found by the reliability suite).
+    expect(() => sqliteFilename('sqlite:%zz', '/srv')).toThrow(InvalidArgumentError);
+    expect(() => sqliteFilename('sqlite:%zz', '/srv')).toThrow(/backend "sqlite:%zz"/);
     expect(natsServers('nats://a:4222,b:4223')).toEqual(['nats://a:4222', 'nats://b:4223']);
     expect(redact('postgres://user:secret@host/db')).toBe('postgres://user:***@host/db');
   });
