@@ -8,6 +8,7 @@ export * from './lease/monotonic.js';
 export * from './lease/types.js';
 export * from './logger.js';
 export * from './memory/memory-backend.js';
+export * from './run-loop.js';
 export * from './store/aggregate.js';
 export * from './store/buffered.js';
 export * from './store/driver.js';

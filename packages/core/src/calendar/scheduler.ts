@@ -1,5 +1,6 @@
 import { ClosedError, DuetimeError } from '../errors.js';
 import { type LeaseLostError, LeaseManager } from '../lease/lease-manager.js';
+import { RunLoop } from '../run-loop.js';
 import { type AdmissionPlan, type Candidate, planAdmission, timeline } from './admission.js';
 import { ClockGuard } from './clock-guard.js';
 import { type ResolvedConfig, resolveConfig, type SchedulerConfig } from './config.js';
@@ -48,12 +49,9 @@ export class Scheduler {
   readonly #stop = new AbortController();
   readonly #inFlight = new InFlightRuns();
   #epoch: { token: number; signal: AbortSignal } | undefined;
-  #state: SchedulerState = 'idle';
+  readonly #loop: RunLoop;
   #immediate = false;
   #cutDrain: (() => void) | undefined;
-  #wakeUp: (() => void) | undefined;
-  #woken = false;
-  #done: Promise<void> | undefined;
   #overlapSeq = 0;
   #manualSeq = 0;
 
@@ -61,6 +59,7 @@ export class Scheduler {
   constructor(config: SchedulerConfig) {
     const c = resolveConfig(config);
     this.#config = c;
+    this.#loop = new RunLoop('scheduler', c.clock);
     this.#scope = { namespace: c.namespace, environment: c.environment, group: c.group };
     this.#prefix = `${c.namespace}/calendar/${c.environment}/${c.group}/`;
     this.#history = new History(c.maxHistory, c.onRecord);
@@ -116,33 +115,21 @@ export class Scheduler {
    * Call it once.
    */
   run(signal?: AbortSignal): Promise<void> {
-    if (this.#state !== 'idle')
-      throw new ClosedError(`scheduler (it is ${this.#state}; run() may be called once)`);
-    this.#state = 'running';
-    let detach: (() => void) | undefined;
-    if (signal) {
-      if (signal.aborted) this.#state = 'draining';
-      else {
-        const onAbort = () => void this.drain();
-        signal.addEventListener('abort', onAbort, { once: true });
-        // The signal may outlive this scheduler (one shutdown signal for a whole application): stopped by
-        // other means, it must not keep a listener there, nor itself alive through it.
-        detach = () => signal.removeEventListener('abort', onAbort);
-      }
-    }
-    this.#done = this.#loop().finally(() => detach?.());
-    return this.#done;
+    return this.#loop.start(
+      () => this.#run(),
+      signal,
+      () => void this.drain(),
+    );
   }
 
   /** Resolves when the scheduler has stopped (at once when it never ran). */
   get done(): Promise<void> {
-    return this.#done ?? Promise.resolve();
+    return this.#loop.done;
   }
 
   /** Looks again at once (leadership and due occurrences) instead of at the next poll. */
   wake(): void {
-    this.#woken = true;
-    this.#wakeUp?.();
+    this.#loop.wake();
   }
 
   /**
@@ -150,13 +137,7 @@ export class Scheduler {
    * leadership and overlap leases; then cancels the rest (`stopped`) and releases leadership.
    */
   async drain(): Promise<void> {
-    if (this.#state === 'idle') {
-      this.#state = 'stopped';
-      return;
-    }
-    if (this.#state === 'running') this.#state = 'draining';
-    this.#wakeUp?.();
-    await this.#done;
+    await this.#loop.drain();
   }
 
   /** Like {@link drain} without waiting: running handlers are aborted and recorded as cancelled (`stopped`). */
@@ -174,8 +155,8 @@ export class Scheduler {
    * @throws {DuetimeError} `DUETIME_NOT_FOUND` for an unknown id; {@link ClosedError} once stopping.
    */
   async runNow(id: string): Promise<ScheduleRecord> {
-    if (this.#state === 'draining' || this.#state === 'stopped')
-      throw new ClosedError(`scheduler (it is ${this.#state})`);
+    if (this.#loop.state === 'draining' || this.#loop.state === 'stopped')
+      throw new ClosedError(`scheduler (it is ${this.#loop.state})`);
     const track = this.#tracks.get(id);
     if (!track)
       throw new DuetimeError(
@@ -196,7 +177,7 @@ export class Scheduler {
   snapshot(): SchedulerSnapshot {
     const epoch = this.#epoch;
     return {
-      state: this.#state,
+      state: this.#loop.state,
       leader: epoch !== undefined && this.#leader.held,
       ...(epoch ? { epoch: epoch.token } : {}),
       owner: this.#config.owner,
@@ -219,30 +200,27 @@ export class Scheduler {
     return describeScheduler(this.#config, this.#tracks.values());
   }
 
-  async #loop(): Promise<void> {
+  async #run(): Promise<void> {
     const unsubscribe = this.#config.wake?.(() => this.wake());
     try {
-      while (this.#state === 'running') {
-        this.#woken = false;
+      while (this.#loop.running) {
+        this.#loop.takeWake();
         let wait = this.#config.pollInterval;
         try {
           const now = this.#now();
           if (now !== undefined) {
             if (!this.#epoch) await this.#tryLead(now);
-            if (this.#epoch && this.#state === 'running') wait = await this.#tick(now);
+            if (this.#epoch && this.#loop.running) wait = await this.#tick(now);
           }
         } catch (error) {
           this.#config.logger.error('scheduler tick failed; retrying at the next poll', { error });
         }
-        if (this.#state !== 'running') break;
-        if (this.#woken) continue;
         if (wait <= 0) await new Promise<void>((resolve) => setImmediate(resolve));
-        else await this.#sleep(wait);
+        else await this.#loop.sleep(wait);
       }
     } finally {
       if (typeof unsubscribe === 'function') unsubscribe();
       await this.#shutdown();
-      this.#state = 'stopped';
     }
   }
 
@@ -273,7 +251,7 @@ export class Scheduler {
       return;
     }
     if (!held) return;
-    if (this.#state !== 'running') {
+    if (!this.#loop.running) {
       await this.#leader.release().catch(() => undefined);
       return;
     }
@@ -369,7 +347,7 @@ export class Scheduler {
       });
     }
     // Re-check validity here, not only through the loss timer: a blocked event loop may have let it lapse.
-    if (this.#epoch !== epoch || this.#state !== 'running' || !this.#leader.held) {
+    if (this.#epoch !== epoch || !this.#loop.running || !this.#leader.held) {
       for (const track of due) if (track.active && this.#epoch === epoch) this.#heap.upsert(track);
       return 0;
     }
@@ -468,18 +446,6 @@ export class Scheduler {
   /** Starts a run and tracks it for drain and stop; `onFinished` gets its final record. */
   #start(request: RunRequest, onFinished: (record: ScheduleRecord) => void): Promise<ActiveRun> {
     return this.#inFlight.start(this.#runner, request, onFinished, this.#config.logger);
-  }
-
-  #sleep(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const finish = () => {
-        cancel();
-        this.#wakeUp = undefined;
-        resolve();
-      };
-      const cancel = this.#config.clock.setTimer(ms, finish);
-      this.#wakeUp = finish;
-    });
   }
 
   /** Cancels what has not started, waits for handlers up to the drain timeout, then lets go of everything. */

@@ -1,6 +1,7 @@
 import type { Clock } from '../clock.js';
 import { ClosedError, ConflictError, DuetimeError, InvalidArgumentError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { RunLoop } from '../run-loop.js';
 import { consumeSchedule, type Store, type Transaction } from '../store/store.js';
 import type { Message, Schedule, StoreChange } from '../store/types.js';
 import { duration, positiveInteger } from '../validate.js';
@@ -89,8 +90,6 @@ export interface DispatcherSnapshot {
   skipped: number;
 }
 
-type DispatcherState = 'idle' | 'running' | 'draining' | 'stopped';
-
 /**
  * Delivers due schedules to a processor, each in a transaction that consumes the schedule.
  *
@@ -114,21 +113,17 @@ export class Dispatcher<Sql = unknown> {
   readonly #logger: Logger;
   readonly #clock: Clock;
 
-  #state: DispatcherState = 'idle';
+  readonly #loop: RunLoop;
   readonly #inFlight = new Map<string, Promise<void>>();
   /** Local backoff for schedules whose failure could not be recorded (backend unreachable). */
   readonly #localBackoff = new Map<string, number>();
   readonly #abort = new AbortController();
-  #wakeUp: (() => void) | undefined;
-  #woken = false;
   /** A change notification arrived: the buffer may miss a schedule that is due earlier. */
   #changed = false;
   #buffer: Schedule[] = [];
   /** The last page read was full: more may be due behind it (true also when nothing was read yet). */
   #bufferFull = true;
   #bufferedAt = Number.NEGATIVE_INFINITY;
-  #armedAt = Number.POSITIVE_INFINITY;
-  #done: Promise<void> | undefined;
   #stats = { delivered: 0, failed: 0, retried: 0, deadLettered: 0, skipped: 0 };
 
   constructor(options: DispatcherOptions<Sql>) {
@@ -174,6 +169,7 @@ export class Dispatcher<Sql = unknown> {
     );
     this.#logger = options.logger ?? this.#store.logger;
     this.#clock = options.clock ?? this.#store.clock;
+    this.#loop = new RunLoop('dispatcher', this.#clock);
   }
 
   /**
@@ -181,33 +177,21 @@ export class Dispatcher<Sql = unknown> {
    * once per dispatcher.
    */
   run(signal?: AbortSignal): Promise<void> {
-    if (this.#state !== 'idle')
-      throw new ClosedError(`dispatcher (it is ${this.#state}; run() may be called once)`);
-    this.#state = 'running';
-    let detach: (() => void) | undefined;
-    if (signal) {
-      if (signal.aborted) this.#state = 'draining';
-      else {
-        const onAbort = () => void this.drain();
-        signal.addEventListener('abort', onAbort, { once: true });
-        // The signal may outlive this dispatcher (one shutdown signal for a whole application): stopped by
-        // other means, it must not keep a listener there, nor itself alive through it.
-        detach = () => signal.removeEventListener('abort', onAbort);
-      }
-    }
-    this.#done = this.#loop().finally(() => detach?.());
-    return this.#done;
+    return this.#loop.start(
+      () => this.#run(),
+      signal,
+      () => void this.drain(),
+    );
   }
 
   /** Resolves when the dispatcher has stopped (immediately when it never ran). */
   get done(): Promise<void> {
-    return this.#done ?? Promise.resolve();
+    return this.#loop.done;
   }
 
   /** Forces a rescan now, e.g. after a change the push channel cannot see. */
   wake(): void {
-    this.#woken = true;
-    this.#wakeUp?.();
+    this.#loop.wake();
   }
 
   /**
@@ -215,30 +199,24 @@ export class Dispatcher<Sql = unknown> {
    * signals and returns. Their transactions still commit or roll back on their own: nothing is lost.
    */
   async drain(): Promise<void> {
-    if (this.#state === 'idle') {
-      this.#state = 'stopped';
-      return;
-    }
-    if (this.#state === 'running') this.#state = 'draining';
-    this.#wakeUp?.();
-    await this.#done;
+    await this.#loop.drain();
   }
 
   snapshot(): DispatcherSnapshot {
     return {
-      running: this.#state === 'running',
-      draining: this.#state === 'draining',
+      running: this.#loop.state === 'running',
+      draining: this.#loop.state === 'draining',
       inFlight: this.#inFlight.size,
       ...this.#stats,
     };
   }
 
-  async #loop(): Promise<void> {
+  async #run(): Promise<void> {
     const unsubscribe = this.#store.onChange((change) => this.#onChange(change));
     let failures = 0;
     try {
-      while (this.#state === 'running') {
-        this.#woken = false;
+      while (this.#loop.running) {
+        this.#loop.takeWake();
         let wait: number;
         try {
           wait = await this.#tick();
@@ -248,20 +226,17 @@ export class Dispatcher<Sql = unknown> {
           wait = Math.min(this.#rescanInterval, 50 * 2 ** Math.min(failures, 10));
           this.#logger.warn('dispatcher scan failed; retrying', { error, retryInMs: wait, failures });
         }
-        if (this.#state !== 'running') break;
-        if (this.#woken) continue;
-        await this.#sleep(wait);
+        await this.#loop.sleep(wait);
       }
     } finally {
       unsubscribe();
       await this.#finishInFlight();
-      this.#state = 'stopped';
     }
   }
 
   #onChange(change: StoreChange): void {
     this.#changed = true;
-    if (change.earliest === undefined || change.earliest.getTime() < this.#armedAt) this.wake();
+    if (change.earliest === undefined || change.earliest.getTime() < this.#loop.armedAt) this.wake();
   }
 
   #startable(schedule: Schedule): boolean {
@@ -292,7 +267,7 @@ export class Dispatcher<Sql = unknown> {
         if (!this.#bufferFull) break;
         fetched = true;
         const page = await this.#store.driver.dueSchedules(new Date(now), this.#batchSize);
-        if (this.#state !== 'running') return 0;
+        if (!this.#loop.running) return 0;
         // Shuffled within the page: dispatchers reading the same head of the due index then mostly pick
         // different schedules instead of racing for the same ones. Pages still go in due order.
         this.#buffer = shuffle(page.filter((s) => this.#startable(s)));
@@ -327,25 +302,10 @@ export class Dispatcher<Sql = unknown> {
     return Math.max(1, Math.min(this.#rescanInterval, earliest - this.#clock.now()));
   }
 
-  #sleep(ms: number): Promise<void> {
-    if (ms <= 0) return Promise.resolve();
-    this.#armedAt = this.#clock.now() + ms;
-    return new Promise<void>((resolve) => {
-      const finish = () => {
-        cancel();
-        this.#wakeUp = undefined;
-        this.#armedAt = Number.POSITIVE_INFINITY;
-        resolve();
-      };
-      const cancel = this.#clock.setTimer(ms, finish);
-      this.#wakeUp = finish;
-    });
-  }
-
   #start(schedule: Schedule): void {
     const delivery = this.#deliver(schedule).finally(() => {
       this.#inFlight.delete(schedule.key);
-      if (this.#state === 'running') this.wake();
+      if (this.#loop.running) this.wake();
     });
     this.#inFlight.set(schedule.key, delivery);
   }

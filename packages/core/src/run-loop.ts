@@ -1,0 +1,101 @@
+import type { Clock } from './clock.js';
+import { ClosedError } from './errors.js';
+
+/** Where a long-running component stands. */
+export type RunState = 'idle' | 'running' | 'draining' | 'stopped';
+
+/**
+ * The lifecycle the Dispatcher and the Scheduler share: `run()` once, drain on an abort signal or on
+ * request, and between passes sleep on a clock until a deadline or a wake-up, whichever comes first.
+ * The component's loop owns what it does in a pass; this owns when passes happen and when they stop.
+ */
+export class RunLoop {
+  state: RunState = 'idle';
+  /** When the current sleep ends (infinity while awake). */
+  armedAt = Number.POSITIVE_INFINITY;
+  readonly #what: string;
+  readonly #clock: Clock;
+  #done: Promise<void> | undefined;
+  #wakeUp: (() => void) | undefined;
+  #woken = false;
+
+  constructor(what: string, clock: Clock) {
+    this.#what = what;
+    this.#clock = clock;
+  }
+
+  /**
+   * Runs `body` once; when `signal` aborts, calls `onAbort` (the component's drain). The listener is
+   * removed when the body ends, since the signal may outlive the component (one shutdown signal for a
+   * whole application).
+   *
+   * @throws {ClosedError} on a second call.
+   */
+  start(body: () => Promise<void>, signal: AbortSignal | undefined, onAbort: () => void): Promise<void> {
+    if (this.state !== 'idle')
+      throw new ClosedError(`${this.#what} (it is ${this.state}; run() may be called once)`);
+    this.state = 'running';
+    let detach: (() => void) | undefined;
+    if (signal) {
+      if (signal.aborted) this.state = 'draining';
+      else {
+        signal.addEventListener('abort', onAbort, { once: true });
+        detach = () => signal.removeEventListener('abort', onAbort);
+      }
+    }
+    this.#done = body().finally(() => {
+      detach?.();
+      this.state = 'stopped';
+    });
+    return this.#done;
+  }
+
+  /** Resolves when the body has ended (at once when it never started). */
+  get done(): Promise<void> {
+    return this.#done ?? Promise.resolve();
+  }
+
+  get running(): boolean {
+    return this.state === 'running';
+  }
+
+  /** Ends the current sleep, or makes the next one return at once. */
+  wake(): void {
+    this.#woken = true;
+    this.#wakeUp?.();
+  }
+
+  /** Whether a wake-up arrived since the last call, clearing it. */
+  takeWake(): boolean {
+    const woken = this.#woken;
+    this.#woken = false;
+    return woken;
+  }
+
+  /** Sleeps `ms` on the clock, or until a wake-up or a drain. */
+  sleep(ms: number): Promise<void> {
+    if (ms <= 0 || this.#woken || this.state !== 'running') return Promise.resolve();
+    this.armedAt = this.#clock.now() + ms;
+    return new Promise<void>((resolve) => {
+      const finish = () => {
+        cancel();
+        this.#wakeUp = undefined;
+        this.armedAt = Number.POSITIVE_INFINITY;
+        resolve();
+      };
+      const cancel = this.#clock.setTimer(ms, finish);
+      this.#wakeUp = finish;
+    });
+  }
+
+  /** Moves to draining (a no-op when already stopping) and waits for the body to end. */
+  async drain(): Promise<void> {
+    if (this.state === 'idle') {
+      this.state = 'stopped';
+      return;
+    }
+    if (this.state === 'running') this.state = 'draining';
+    this.#wakeUp?.();
+    await this.#done;
+  }
+}
