@@ -14,7 +14,6 @@ import {
   describeScheduler,
   type SchedulerDescription,
   type SchedulerSnapshot,
-  type SchedulerState,
   scheduleSnapshots,
 } from './snapshot.js';
 
