@@ -53,9 +53,10 @@ export async function adminClient(): Promise<pg.Client> {
 
 /** The URL with the operating-system user filled in when it names none (as libpq and the backend do). */
 export function urlWithUser(url: string): string {
-  if (new pg.Client({ connectionString: url }).user !== undefined) return url;
   const withUser = new URL(url);
-  withUser.username = userInfo().username;
+  if (withUser.username) return url;
+  // pg's own default (the USER environment variable), else the operating-system user, as the backend does.
+  withUser.username = new pg.Client({ connectionString: url }).user ?? userInfo().username;
   return withUser.toString();
 }
 
