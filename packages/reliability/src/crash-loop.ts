@@ -81,7 +81,7 @@ export async function runCrashLoop(options: CrashLoopOptions): Promise<CrashLoop
         await Promise.race(workers.map((w) => w.line(/^READY$/, startTimeout)));
         continue;
       }
-      await sleep(random.int(30, 500));
+      await sleep(random.int(20, 300));
       const victim = random.pick(ready);
       const wasLeader = isLeader(victim);
       killed.add(victim);
@@ -93,6 +93,7 @@ export async function runCrashLoop(options: CrashLoopOptions): Promise<CrashLoop
       if (kills % 10 === 0)
         log(`${kills} kills (${leaderKills} of a leader), ${driver.stats.transactions} transactions`);
     }
+    log(`${kills} kills in ${Date.now() - startedAt} ms; waiting for the last leader to catch up`);
     // Let the last generation come up and catch up: the calendar's cursor must reach the present before
     // the workers are stopped, or the occurrences still waiting for a slot would be cancelled by the drain
     // and, with nobody leading afterwards, never run.
@@ -113,6 +114,7 @@ export async function runCrashLoop(options: CrashLoopOptions): Promise<CrashLoop
   }
   stopDriver.abort();
   await driving;
+  log(`caught up at ${Date.now() - startedAt} ms; stopping the workers`);
   const exitCodes = await Promise.all(workers.map((w) => w.stop(30_000)));
   for (const [i, code] of exitCodes.entries())
     if (code !== 0)

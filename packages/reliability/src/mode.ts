@@ -20,14 +20,16 @@ export const SIZES = {
   /** SIGKILLs per backend in the crash loop. */
   kills: figure('DUETIME_CHAOS_KILLS', 20, 200),
   /** Worker processes running at once in the crash loop. */
-  workers: figure('DUETIME_CHAOS_WORKERS', 2, 3),
+  workers: figure('DUETIME_CHAOS_WORKERS', 3, 3),
   /** Faults injected per backend in the outage run. */
   outages: figure('DUETIME_CHAOS_OUTAGES', 6, 60),
+  /** Longest fault (blackhole, latency, server down, lock held) in the outage run, in ms. */
+  faultMs: figure('DUETIME_CHAOS_FAULT_MS', 2500, 4000),
   /** fast-check runs per property (store properties run a fifth of it against real servers). */
   fuzzRuns: figure('DUETIME_CHAOS_FUZZ_RUNS', 300, 3000),
   /** Schedules through the soak on SQLite, and on the other backends. */
   soakSqlite: figure('DUETIME_CHAOS_SOAK_SQLITE', 10_000, 1_000_000),
-  soakOthers: figure('DUETIME_CHAOS_SOAK_OTHERS', 4_000, 100_000),
+  soakOthers: figure('DUETIME_CHAOS_SOAK_OTHERS', 2_000, 100_000),
 } as const;
 
 /** The backends to run on: all four, or those listed in `DUETIME_CHAOS_BACKENDS` (comma-separated). */

@@ -102,7 +102,7 @@ export async function runOutages(options: OutageRunOptions): Promise<OutageRunRe
     let total = 0;
     try {
       for (let i = 0; i < options.outages; i++) {
-        await sleep(random.int(300, 1200));
+        await sleep(random.int(200, 900));
         const kind = random.pick(injector.kinds);
         const what = await injector.inject(kind, random);
         outages[kind] = (outages[kind] ?? 0) + 1;

@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { SIZES } from './mode.js';
 import { FaultProxy } from './proxy.js';
 import type { Random } from './random.js';
 import { hostAndPort, serviceUrl, type TargetSpec, urlVia, withUser } from './targets.js';
@@ -46,14 +47,14 @@ export async function proxiedInjector(
         case 'drop':
           return `cut ${proxy.dropAll()} connections`;
         case 'blackhole': {
-          const ms = random.int(300, 4000);
+          const ms = random.int(300, SIZES.faultMs);
           proxy.blackhole();
           await sleep(ms);
           proxy.heal();
           return `blackhole for ${ms} ms`;
         }
         case 'latency': {
-          const ms = random.int(500, 3000);
+          const ms = random.int(300, SIZES.faultMs);
           const latency = random.int(20, 400);
           proxy.latency = latency;
           await sleep(ms);
@@ -61,7 +62,7 @@ export async function proxiedInjector(
           return `${latency} ms latency for ${ms} ms`;
         }
         case 'down': {
-          const ms = random.int(200, 3000);
+          const ms = random.int(200, SIZES.faultMs);
           proxy.refuse();
           const cut = proxy.dropAll();
           await sleep(ms);
@@ -135,7 +136,7 @@ export function sqliteInjector(target: Extract<TargetSpec, { kind: 'sqlite' }>):
     faulty: target,
     direct: target,
     async inject(_kind, random) {
-      const ms = random.int(200, 3 * (target.busyTimeout ?? 5000));
+      const ms = random.int(200, Math.max(SIZES.faultMs, 2 * (target.busyTimeout ?? 5000)));
       const deadline = Date.now() + 10_000;
       for (;;) {
         try {

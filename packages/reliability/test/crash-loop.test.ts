@@ -35,7 +35,9 @@ describe.each(selectedBackends(BACKENDS))('crash loop on %s', (kind) => {
         0,
         ...[...run.driver.history.puts.values()].map((p) => p.at).filter((at) => at < Date.now() + 3_600_000),
       );
+      console.log(`${label} workers stopped at ${Date.now() - run.startedAt} ms; final drain`);
       const drainedAt = await drainDue(backend, target, { until: lastDeadline + 50, timeoutMs: 120_000 });
+      console.log(`${label} drained at ${Date.now() - run.startedAt} ms; reading the effects`);
       const input = await collect(backend, target, run.driver.history, drainedAt, {
         scope: CHAOS_SCOPE,
         schedule: CHAOS_SCHEDULE,

@@ -125,7 +125,9 @@ describe.each(selectedBackends(BACKENDS))('outages on %s', (kind) => {
       expect(figures.torn, problems).toBe(0);
       expect(figures.ticksLost, problems).toBe(0);
       expect(figures.ticksDuplicated, problems).toBe(0);
-      expect(figures.delivered).toBeGreaterThan(20);
+      // Work went on through the faults: schedules delivered and calendar ticks enqueued and delivered.
+      expect(figures.delivered).toBeGreaterThan(0);
+      expect(figures.ticks).toBeGreaterThan(10);
     } finally {
       await direct.close();
       if (target.kind !== 'nats') await dropTarget(target);
