@@ -90,10 +90,21 @@ describe.each(selectedBackends(BACKENDS))('hostile input through the %s store', 
   });
 
   /** Runs `write` after scheduling a sentinel in the same transaction; checks all-or-nothing. */
-  async function attempt(write: Parameters<Backend['store']['transact']>[0]): Promise<boolean> {
+  /** What a failed transaction must leave as it was: every schedule, and the events of `stream`. */
+  async function state(stream?: string): Promise<string> {
+    const schedules = await backend.store.pageSchedules({ limit: 10_000 });
+    const events = stream === undefined ? [] : await backend.store.loadEvents(stream).catch(() => []);
+    return JSON.stringify([schedules.items, events]);
+  }
+
+  async function attempt(
+    write: Parameters<Backend['store']['transact']>[0],
+    stream?: string,
+  ): Promise<boolean> {
     cases++;
     const sentinel = `sentinel/${n++}`;
     const sentinelMessage = { type: 'sentinel', aggregateId: sentinel };
+    const before = await state(stream);
     try {
       await within(
         'a transaction',
@@ -106,6 +117,7 @@ describe.each(selectedBackends(BACKENDS))('hostile input through the %s store', 
     } catch (error) {
       expectTyped(error);
       expect(await backend.store.loadSchedule(sentinel), 'no partial write').toBeUndefined();
+      expect(await state(stream), 'the store is unchanged after a failed transaction').toBe(before);
       return false;
     }
     expect((await backend.store.loadSchedule(sentinel))?.message).toEqual(sentinelMessage);
@@ -140,8 +152,9 @@ describe.each(selectedBackends(BACKENDS))('hostile input through the %s store', 
         fc.oneof(fc.constantFrom('noted'), hostileText(10)),
         fc.oneof(fc.jsonValue({ maxDepth: 3 }), hostileValue),
         async (id, type, data) => {
-          const committed = await attempt((tx) =>
-            tx.exec(notes, id, (_count, ag) => ag.raise(type, data === undefined ? undefined : data)),
+          const committed = await attempt(
+            (tx) => tx.exec(notes, id, (_count, ag) => ag.raise(type, data === undefined ? undefined : data)),
+            id,
           );
           if (!committed) return;
           expect(NOTE_TYPES.has(type)).toBe(true);
