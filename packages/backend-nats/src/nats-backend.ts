@@ -105,6 +105,8 @@ export async function createNatsBackend(
   const hasConnection = 'connection' in target && target.connection !== undefined;
   if (hasServers === hasConnection)
     throw new InvalidArgumentError('target', target, 'give exactly one of { servers } or { connection }');
+  if (typeof options !== 'object' || options === null || Array.isArray(options))
+    throw new InvalidArgumentError('options', options, 'must be an object of options');
   const layout = makeLayout(options.prefix ?? 'duetime');
   const requestTimeoutMs = optionalPositive('options.requestTimeoutMs', options.requestTimeoutMs, 5000);
   const commitTimeoutMs = optionalPositive('options.commitTimeoutMs', options.commitTimeoutMs, 30_000);

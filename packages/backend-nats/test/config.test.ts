@@ -59,6 +59,14 @@ describe('createNatsBackend: bad input and unreachable servers', () => {
     expect(error).toMatchObject({ code: 'DUETIME_INVALID_ARGUMENT', field });
   });
 
+  it.each([[null], [42], ['prefix'], [[]]])(
+    'rejects options %j that are not an object with an InvalidArgumentError (found by the reliability suite)',
+    async (options) => {
+      const error = await rejection(createNatsBackend({ servers: NATS_URL }, options as never));
+      expect(error).toMatchObject({ code: 'DUETIME_INVALID_ARGUMENT', field: 'options' });
+    },
+  );
+
   it('rejects a target with both or neither of servers and connection, and a closed connection', async () => {
     const nc = await connectNats(NATS_URL);
     await expect(createNatsBackend({ servers: NATS_URL, connection: nc } as never)).rejects.toMatchObject({
