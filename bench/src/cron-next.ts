@@ -6,8 +6,8 @@
  * crossing transitions. Every library is warmed up first, then timed in rounds of about the same length,
  * round-robin; the median round's CPU time per call is reported (with the best round and wall time).
  *
- * Run: cd bench && npx tsx --conditions=source src/cron-next.ts [--rounds 15] [--round-ms 60]
- * Writes bench/results/cron-next.json.
+ * Run by `pnpm bench --only cron`, or alone: cd bench && npx tsx --conditions=source src/cron-next.ts
+ * [--rounds 15] [--round-ms 60] [--out file]. Writes bench/results/cron-next.json unless --out says otherwise.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -216,7 +216,11 @@ function main(): void {
     };
   });
   console.table(rows);
-  const out = join(dirname(fileURLToPath(import.meta.url)), '..', 'results', 'cron-next.json');
+  const outAt = process.argv.indexOf('--out');
+  const out =
+    outAt >= 0
+      ? String(process.argv[outAt + 1])
+      : join(dirname(fileURLToPath(import.meta.url)), '..', 'results', 'cron-next.json');
   mkdirSync(dirname(out), { recursive: true });
   writeFileSync(
     out,

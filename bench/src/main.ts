@@ -3,30 +3,24 @@
  *
  * Runs each workload against duetime (every backend that applies) and the libraries users would pick
  * instead, alternating subjects round by round on the same machine and servers, and writes
- * bench/results/<workload>.json plus the summary tables in bench/README.md.
+ * bench/results/<workload>.json plus the summary tables in bench/README.md (full runs only; quick runs write
+ * <workload>.quick.json and leave the README alone).
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus, totalmem } from 'node:os';
+import { cpus, loadavg, totalmem } from 'node:os';
 import { parseArgs } from 'node:util';
-import { renderTables } from './lib/render.js';
+import { renderBehind, renderTables } from './lib/render.js';
 import type { Row } from './lib/report.js';
 import type { BenchContext } from './lib/run.js';
-import { allSubjects } from './subjects/index.js';
+import { allSubjects, variantSubjects } from './subjects/index.js';
+import type { Subject } from './subjects/types.js';
 import { cronWorkload } from './workloads/cron.js';
 import { failoverWorkload } from './workloads/failover.js';
-import { drainWorkload, enqueueWorkload, idleWorkload, latenessWorkload } from './workloads/queue.js';
+import { idleWorkload } from './workloads/idle.js';
+import { drainWorkload, enqueueWorkload, latenessWorkload } from './workloads/queue.js';
 import { scaleWorkload } from './workloads/scale.js';
-
-const subjects = () => allSubjects().filter((s) => !subjectFilter || subjectFilter.includes(s.name));
-const workloads: Record<string, (ctx: BenchContext) => Promise<Row[]>> = {
-  enqueue: (ctx) => enqueueWorkload(ctx, subjects()),
-  drain: (ctx) => drainWorkload(ctx, subjects()),
-  lateness: (ctx) => latenessWorkload(ctx, subjects()),
-  idle: (ctx) => idleWorkload(ctx, subjects()),
-  scale: (ctx) => scaleWorkload(ctx),
-  cron: (ctx) => cronWorkload(ctx),
-  failover: (ctx) => failoverWorkload(ctx),
-};
+import { tickWorkload } from './workloads/tick.js';
+import { timersWorkload } from './workloads/timers.js';
 
 const { values } = parseArgs({
   options: {
@@ -37,6 +31,24 @@ const { values } = parseArgs({
   },
 });
 const subjectFilter = values.subjects?.split(',').map((s) => s.trim());
+const chosen = (list: Subject[]) => list.filter((s) => !subjectFilter || subjectFilter.includes(s.name));
+const subjects = () => chosen(allSubjects());
+/** The comparison subjects plus duetime's settings variants, where the setting matters. */
+const withVariants = () => chosen([...allSubjects(), ...variantSubjects()]);
+
+/** Every workload, in the order a full run takes them. */
+const workloads: Record<string, (ctx: BenchContext) => Promise<Row[]>> = {
+  enqueue: (ctx) => enqueueWorkload(ctx, withVariants()),
+  drain: (ctx) => drainWorkload(ctx, withVariants()),
+  lateness: (ctx) => latenessWorkload(ctx, subjects()),
+  idle: (ctx) => idleWorkload(ctx, subjects()),
+  scale: (ctx) => scaleWorkload(ctx),
+  cron: (ctx) => cronWorkload(ctx),
+  failover: (ctx) => failoverWorkload(ctx),
+  tick: (ctx) => tickWorkload(ctx),
+  timers: (ctx) => timersWorkload(ctx),
+};
+
 const quick = values.quick === true;
 const selected = values.only ? values.only.split(',').map((w) => w.trim()) : Object.keys(workloads);
 for (const name of selected) {
@@ -45,11 +57,12 @@ for (const name of selected) {
     process.exit(2);
   }
 }
-const ctx: BenchContext = {
-  quick,
-  rounds: values.rounds ? Number(values.rounds) : 3,
-  log: (line) => console.log(line),
-};
+const rounds = values.rounds ? Number(values.rounds) : quick ? 1 : 3;
+if (!Number.isInteger(rounds) || rounds < 1) {
+  console.error(`--rounds must be a positive integer, got ${values.rounds}`);
+  process.exit(2);
+}
+const ctx: BenchContext = { quick, rounds, log: (line) => console.log(line) };
 
 const resultsDir = new URL('../results/', import.meta.url);
 mkdirSync(resultsDir, { recursive: true });
@@ -59,17 +72,23 @@ const machine = {
   memoryGb: Math.round(totalmem() / 2 ** 30),
   node: process.version,
 };
+const runStarted = Date.now();
 for (const name of selected) {
-  console.log(`\n== ${name}${quick ? ' (quick)' : ''}`);
+  console.log(`\n== ${name}${quick ? ' (quick)' : ''}, ${rounds} round${rounds > 1 ? 's' : ''}`);
   const started = Date.now();
+  const loadBefore = loadavg()[0]!;
   const rows = await workloads[name]!(ctx);
+  const seconds = Math.round((Date.now() - started) / 1000);
   const file = new URL(`${name}${quick ? '.quick' : ''}.json`, resultsDir);
+  const load = [loadBefore, loadavg()[0]!].map((l) => Math.round(l * 10) / 10);
   writeFileSync(
     file,
-    `${JSON.stringify({ workload: name, quick, rounds: ctx.rounds, date: new Date().toISOString(), machine, seconds: Math.round((Date.now() - started) / 1000), rows }, null, 2)}\n`,
+    `${JSON.stringify({ workload: name, quick, rounds, date: new Date().toISOString(), machine, loadAverage: load, seconds, rows }, null, 2)}\n`,
   );
   console.log(renderTables(rows));
+  console.log(`${name}: ${seconds} s`);
 }
+console.log(`\nall done in ${Math.round((Date.now() - runStarted) / 1000)} s`);
 
 // Refresh the generated section of bench/README.md from every full-mode result file present.
 const readmeUrl = new URL('../README.md', import.meta.url);
@@ -78,21 +97,27 @@ const start = '<!-- results:start -->';
 const end = '<!-- results:end -->';
 if (!quick && readme.includes(start) && readme.includes(end)) {
   const sections: string[] = [];
+  const everyRow: Row[] = [];
   for (const name of Object.keys(workloads)) {
     try {
       const data = JSON.parse(readFileSync(new URL(`${name}.json`, resultsDir), 'utf8')) as {
         rows: Row[];
         date: string;
         rounds: number;
+        seconds: number;
+        loadAverage?: number[];
         machine: typeof machine;
       };
+      everyRow.push(...data.rows);
+      const load = data.loadAverage ? `, load average ${data.loadAverage.join(' → ')}` : '';
       sections.push(
-        `### ${name}\n\n_${data.date.slice(0, 10)}, ${data.rounds} rounds, ${data.machine.cpus} cores, Node ${data.machine.node}_\n\n${renderTables(data.rows)}`,
+        `### ${name}\n\n_${data.date.slice(0, 10)}, ${data.rounds} rounds, ${data.seconds} s, ${data.machine.cpus} × ${data.machine.cpuModel}, ${data.machine.memoryGb} GB, Node ${data.machine.node}${load}_\n\n${renderTables(data.rows)}`,
       );
     } catch {
       sections.push(`### ${name}\n\nNot measured yet: run \`pnpm bench --only ${name}\`.`);
     }
   }
+  sections.push(`### Rows where duetime is behind in these results\n\n${renderBehind(everyRow)}`);
   const before = readme.slice(0, readme.indexOf(start) + start.length);
   const after = readme.slice(readme.indexOf(end));
   writeFileSync(readmeUrl, `${before}\n\n${sections.join('\n\n')}\n\n${after}`);

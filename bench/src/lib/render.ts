@@ -1,5 +1,14 @@
-import { ahead, type Row } from './report.js';
-import { fmt, fmtSummary } from './stats.js';
+import { ahead, behind, type Row } from './report.js';
+import { fmtRatio, fmtSummary } from './stats.js';
+
+function digitsFor(row: Row): number {
+  const magnitude = Math.abs(row.summary.median);
+  if (row.summary.samples.every((v) => !Number.isFinite(v) || Number.isInteger(v))) return 0;
+  if (row.unit === 'items/s' || row.unit === 'B' || row.unit === 'ns') return 0;
+  if (Number.isFinite(magnitude) && magnitude < 1) return 3;
+  if (Number.isFinite(magnitude) && magnitude < 100) return 1;
+  return 0;
+}
 
 /** Markdown tables, one per metric: subject, median (min–max), and duetime ÷ peer ratios. */
 export function renderTables(rows: Row[]): string {
@@ -8,8 +17,6 @@ export function renderTables(rows: Row[]): string {
   const out: string[] = [];
   for (const [metric, group] of byMetric) {
     const first = group[0]!;
-    const digits =
-      first.unit === 'ms' || first.unit === 's' || first.unit === 'MB' || first.unit === 'ns' ? 1 : 0;
     out.push(`**${metric}** (${first.unit}, ${first.better} is better)\n`);
     out.push('| subject | median (min–max) | duetime ÷ peer, per round |');
     out.push('| --- | --- | --- |');
@@ -17,12 +24,25 @@ export function renderTables(rows: Row[]): string {
       const ratios = (row.ratios ?? [])
         .map(
           (r) =>
-            `vs ${r.versus}: **${fmt(r.median, 2)}×** ${ahead(row, r.median) ? '✓' : '✗ behind'} (${r.perRound.map((x) => fmt(x, 2)).join(', ')})`,
+            `vs ${r.versus}: **${fmtRatio(r.median)}×** ${Number.isNaN(r.median) ? '(a side failed)' : ahead(row, r.median) ? '✓' : '✗ behind'} (${r.perRound.map(fmtRatio).join(', ')})`,
         )
         .join('<br>');
-      out.push(`| ${row.subject} | ${fmtSummary(row.summary, digits)} | ${ratios} |`);
+      const subject = row.note ? `${row.subject} (${row.note})` : row.subject;
+      out.push(`| ${subject} | ${fmtSummary(row.summary, digitsFor(row))} | ${ratios} |`);
     }
     out.push('');
   }
   return out.join('\n');
+}
+
+/** A list of the rows where duetime is behind a peer (or the ratio could not be computed). */
+export function renderBehind(rows: Row[]): string {
+  const list = behind(rows);
+  if (list.length === 0) return 'duetime is ahead of every peer on every row of this run.';
+  return list
+    .map(
+      ({ row, versus, ratio }) =>
+        `- ${row.workload}: ${row.metric}: ${row.subject} vs ${versus}, ${Number.isNaN(ratio) ? 'not comparable (a side failed)' : `${fmtRatio(ratio)}×`}`,
+    )
+    .join('\n');
 }

@@ -1,10 +1,11 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import type { Subject } from '../subjects/types.js';
+import { sleep as sleepOn, systemClock } from '@duetime/core';
 
 /** Settings shared by every workload of one `pnpm bench` run. */
 export interface BenchContext {
+  /** `--quick`: every workload runs, on smaller counts and shorter windows. */
   quick: boolean;
   rounds: number;
   log(line: string): void;
@@ -14,11 +15,11 @@ export interface BenchContext {
  * Runs `measure` for each subject in turn, round after round (A B C A B C …), so drift in the machine's
  * state spreads over all subjects instead of favouring one.
  */
-export async function alternate<T>(
+export async function alternate<S extends { name: string }, T>(
   ctx: BenchContext,
-  subjects: Subject[],
+  subjects: S[],
   label: string,
-  measure: (subject: Subject, round: number) => Promise<T>,
+  measure: (subject: S, round: number) => Promise<T>,
   failed: T,
 ): Promise<Map<string, T[]>> {
   const results = new Map<string, T[]>(subjects.map((s) => [s.name, []]));
@@ -44,24 +45,43 @@ export async function alternate<T>(
 const require = createRequire(import.meta.url);
 const childEntry = fileURLToPath(new URL('./child.ts', import.meta.url));
 
-/** Runs `task` from lib/child.ts in a fresh Node process (for CPU and RSS figures of one library alone). */
-export function inChild<T>(task: string, args: unknown): Promise<T> {
+/** Starts `script` (a TypeScript file) in a fresh Node process that resolves workspace sources. */
+export function spawnTs(
+  script: string,
+  args: string[],
+  options: { env?: NodeJS.ProcessEnv; stdout?: 'pipe' | 'inherit' } = {},
+): ChildProcess {
+  return spawn(
+    process.execPath,
+    [
+      '--import',
+      pathToFileURL(require.resolve('tsx')).href,
+      '--conditions=source',
+      '--expose-gc',
+      script,
+      ...args,
+    ],
+    {
+      stdio: ['ignore', options.stdout ?? 'pipe', 'inherit'],
+      env: options.env ? { ...process.env, ...options.env } : process.env,
+    },
+  );
+}
+
+/** Starts `task` of lib/child.ts in a fresh process (its stdout piped). */
+export function spawnChild(task: string, args: unknown, env?: NodeJS.ProcessEnv): ChildProcess {
+  return spawnTs(childEntry, [task, JSON.stringify(args)], env ? { env } : {});
+}
+
+/**
+ * Runs `task` from lib/child.ts in a fresh Node process (for CPU and RSS figures of one library alone) and
+ * resolves to the JSON it prints last.
+ */
+export function inChild<T>(task: string, args: unknown, env?: NodeJS.ProcessEnv): Promise<T> {
   return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      [
-        '--import',
-        pathToFileURL(require.resolve('tsx')).href,
-        '--conditions=source',
-        '--expose-gc',
-        childEntry,
-        task,
-        JSON.stringify(args),
-      ],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
-    );
+    const child = spawnChild(task, args, env);
     let out = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
       out += chunk;
     });
     child.once('exit', (code) => {
@@ -81,7 +101,17 @@ export async function until(done: () => boolean, timeoutMs: number, intervalMs =
   const deadline = Date.now() + timeoutMs;
   while (!done()) {
     if (Date.now() > deadline) return false;
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+    await sleep(intervalMs);
   }
   return true;
+}
+
+/** Waits `ms` of real time. */
+export async function sleep(ms: number): Promise<void> {
+  await sleepOn(systemClock, ms);
+}
+
+/** RSS of this process in MB, one decimal. */
+export function rssMb(): number {
+  return Math.round((process.memoryUsage().rss / 1048576) * 10) / 10;
 }

@@ -33,8 +33,15 @@ export function summarize(samples: readonly number[]): Summary {
 
 /** Formats a number with a sensible precision and thousands separators. */
 export function fmt(value: number, digits = 0): string {
+  if (value === Number.POSITIVE_INFINITY) return '∞';
   if (!Number.isFinite(value)) return 'n/a';
   return value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+}
+
+/** A ratio: two decimals, or two significant digits below 0.1 (so 0.0025 does not print as 0.00). */
+export function fmtRatio(value: number): string {
+  if (Number.isFinite(value) && value !== 0 && Math.abs(value) < 0.1) return value.toPrecision(2);
+  return fmt(value, 2);
 }
 
 /** `median (min–max)` */

@@ -1,5 +1,4 @@
-import { Queue as BullQueue, Worker } from 'bullmq';
-import { Redis } from 'ioredis';
+import { redisKeyBytes } from '../lib/storage.js';
 import { type Item, payload, type Queue, REDIS_URL, type Subject, uniqueName } from './types.js';
 
 /**
@@ -13,13 +12,15 @@ export const bullmq: Subject = {
   backend: 'redis',
   tuning: 'delayed jobs; removeOnComplete; addBulk for batches; worker concurrency as given',
   async create(): Promise<Queue> {
+    const { Queue: BullQueue, Worker } = await import('bullmq');
+    const { Redis } = await import('ioredis');
     const name = uniqueName('bench');
     const connection = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
     const queue = new BullQueue(name, {
       connection,
       defaultJobOptions: { removeOnComplete: true, removeOnFail: true },
     });
-    const workers: Worker[] = [];
+    const workers: InstanceType<typeof Worker>[] = [];
     const opts = (item: Item) => ({ delay: Math.max(0, item.dueAt - Date.now()), jobId: item.id });
     return {
       async enqueue(item) {
@@ -42,6 +43,8 @@ export const bullmq: Subject = {
           await worker.close();
         };
       },
+      // Every key of the queue: job hashes, the delayed set, its meta and its (capped) event stream.
+      storageBytes: () => redisKeyBytes(REDIS_URL, `bull:${name}:*`),
       async close() {
         await Promise.all(workers.map((w) => w.close()));
         await queue.obliterate({ force: true });

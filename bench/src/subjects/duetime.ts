@@ -2,29 +2,75 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Backend, Dispatcher } from '@duetime/core';
-import { NATS_URL, PG_URL, payload, type Queue, REDIS_URL, type Subject, uniqueName } from './types.js';
+import { natsStreamBytes, pgSchemaBytes, redisKeyBytes } from '../lib/storage.js';
+import {
+  type CreateOptions,
+  NATS_URL,
+  PG_URL,
+  payload,
+  type Queue,
+  REDIS_URL,
+  type Subject,
+  uniqueName,
+} from './types.js';
 
 export type DuetimeBackendName = 'sqlite' | 'postgres' | 'redis' | 'nats';
 
-/** Opens a duetime backend on fresh, isolated data; `drop` removes that data afterwards. */
+export interface OpenOptions extends CreateOptions {
+  /** SQLite only: `synchronous` (the backend's default is `full`). */
+  synchronous?: 'full' | 'normal';
+}
+
+export interface OpenedDuetime {
+  backend: Backend;
+  namespace: string;
+  /** Bytes the server (or file) holds for this namespace. */
+  storageBytes(): Promise<number>;
+  /** Removes the namespace's data; close the backend first. */
+  drop(): Promise<void>;
+}
+
+/** Opens a duetime backend on fresh, isolated data (or on `namespace`, to reopen it in another process). */
 export async function openDuetime(
   kind: DuetimeBackendName,
   namespace: string = uniqueName('bench'),
-): Promise<{ backend: Backend; namespace: string; drop(): Promise<void> }> {
+  options: OpenOptions = {},
+): Promise<OpenedDuetime> {
   switch (kind) {
     case 'sqlite': {
       const dir = join(tmpdir(), `duetime-bench-${namespace}`);
+      const filename = join(dir, 'bench.db');
       mkdirSync(dir, { recursive: true });
       const { createSqliteBackend } = await import('@duetime/backend-sqlite');
-      const backend = await createSqliteBackend({ filename: join(dir, 'bench.db') });
-      return { backend, namespace, drop: async () => rmSync(dir, { recursive: true, force: true }) };
-    }
-    case 'postgres': {
-      const { createPostgresBackend } = await import('@duetime/backend-postgres');
-      const backend = await createPostgresBackend({ connectionString: PG_URL }, { schema: namespace });
+      const backend = await createSqliteBackend(
+        { filename },
+        options.synchronous ? { synchronous: options.synchronous } : {},
+      );
       return {
         backend,
         namespace,
+        storageBytes: () =>
+          backend.store.transact((tx) => {
+            // Pages in use as this connection sees them (WAL included, each page once).
+            const pragma = (name: string) => Number(tx.sql.pragma(name, { simple: true }));
+            return (pragma('page_count') - pragma('freelist_count')) * pragma('page_size');
+          }),
+        drop: async () => rmSync(dir, { recursive: true, force: true }),
+      };
+    }
+    case 'postgres': {
+      const { createPostgresBackend } = await import('@duetime/backend-postgres');
+      const backend = await createPostgresBackend(
+        { connectionString: PG_URL },
+        {
+          schema: namespace,
+          ...(options.applicationName ? { applicationName: options.applicationName } : {}),
+        },
+      );
+      return {
+        backend,
+        namespace,
+        storageBytes: () => pgSchemaBytes(PG_URL, namespace),
         async drop() {
           const { Client } = await import('pg');
           const client = new Client({ connectionString: PG_URL });
@@ -40,12 +86,13 @@ export async function openDuetime(
       return {
         backend,
         namespace,
+        storageBytes: () => redisKeyBytes(REDIS_URL, `{${namespace}}:*`),
         async drop() {
           const { Redis } = await import('ioredis');
           const redis = new Redis(REDIS_URL);
           let cursor = '0';
           do {
-            const [next, keys] = await redis.scan(cursor, 'MATCH', `*${namespace}*`, 'COUNT', 1000);
+            const [next, keys] = await redis.scan(cursor, 'MATCH', `{${namespace}}:*`, 'COUNT', 1000);
             cursor = next;
             if (keys.length > 0) await redis.unlink(...keys);
           } while (cursor !== '0');
@@ -54,24 +101,40 @@ export async function openDuetime(
       };
     }
     case 'nats': {
-      const { createNatsBackend } = await import('@duetime/backend-nats');
+      const { connectNats, createNatsBackend, deleteNatsBackendData } = await import('@duetime/backend-nats');
       const backend = await createNatsBackend({ servers: NATS_URL }, { prefix: namespace });
-      const drop = (backend as unknown as { destroy?: () => Promise<void> }).destroy;
-      return { backend, namespace, drop: async () => drop?.call(backend) };
+      const { log, state, lease } = backend.streams;
+      return {
+        backend,
+        namespace,
+        storageBytes: () => natsStreamBytes(NATS_URL, [log, state, lease]),
+        async drop() {
+          const nc = await connectNats(NATS_URL);
+          try {
+            await deleteNatsBackendData(nc, namespace);
+          } finally {
+            await nc.close();
+          }
+        },
+      };
     }
   }
 }
 
-/** duetime on one backend: one schedule per transaction, batches of up to 100 per transaction, a Dispatcher as worker. */
-export function duetime(kind: DuetimeBackendName): Subject {
+/**
+ * duetime on one backend: one schedule per transaction, batches of up to 100 per transaction, a Dispatcher
+ * as worker, every setting at its default.
+ */
+export function duetime(kind: DuetimeBackendName, variant: OpenOptions = {}): Subject {
+  const synchronous = variant.synchronous;
   return {
-    name: `duetime/${kind}`,
+    name: synchronous ? `duetime/${kind} (synchronous ${synchronous})` : `duetime/${kind}`,
     library: 'duetime',
     backend: kind,
-    tuning: 'defaults (rescanInterval 1 s, push wake-ups); batch = one transaction per 100 schedules',
-    async create(): Promise<Queue> {
-      const { backend, drop } = await openDuetime(kind);
-      const { store } = backend;
+    tuning: `defaults (Dispatcher rescanInterval 1 s, push wake-ups${synchronous ? `; SQLite synchronous '${synchronous}'` : ''}); a batch is one transaction per 100 schedules`,
+    async create(options: CreateOptions = {}): Promise<Queue> {
+      const opened = await openDuetime(kind, undefined, { ...variant, ...options });
+      const { store } = opened.backend;
       const stops: (() => Promise<void>)[] = [];
       return {
         async enqueue(item) {
@@ -114,10 +177,11 @@ export function duetime(kind: DuetimeBackendName): Subject {
           stops.push(stop);
           return stop;
         },
+        storageBytes: () => opened.storageBytes(),
         async close() {
           await Promise.all(stops.map((s) => s()));
-          await backend.close();
-          await drop();
+          await opened.backend.close();
+          await opened.drop();
         },
       };
     },

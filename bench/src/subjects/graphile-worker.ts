@@ -1,5 +1,14 @@
-import { Logger, makeWorkerUtils, type Runner, run, type WorkerUtils } from 'graphile-worker';
-import { type Item, PG_URL, payload, type Queue, type Subject, uniqueName } from './types.js';
+import { pgSchemaBytes } from '../lib/storage.js';
+import {
+  type CreateOptions,
+  type Item,
+  PG_URL,
+  payload,
+  type Queue,
+  type Subject,
+  uniqueName,
+  withApplicationName,
+} from './types.js';
 
 /**
  * graphile-worker with `runAt`. Tuned per its docs: LISTEN/NOTIFY for new jobs (its default), a 100 ms
@@ -11,11 +20,13 @@ export const graphileWorker: Subject = {
   library: 'graphile-worker',
   backend: 'postgres',
   tuning: 'runAt; pollInterval 100 ms (default 2 s); LISTEN/NOTIFY; add_jobs() for batches',
-  async create(): Promise<Queue> {
+  async create(options: CreateOptions = {}): Promise<Queue> {
+    const { Logger, makeWorkerUtils, run } = await import('graphile-worker');
+    const connectionString = withApplicationName(PG_URL, options.applicationName);
     const schema = uniqueName('gw_');
-    const utils: WorkerUtils = await makeWorkerUtils({ connectionString: PG_URL, schema });
+    const utils = await makeWorkerUtils({ connectionString, schema });
     await utils.migrate();
-    const runners: Runner[] = [];
+    const runners: Awaited<ReturnType<typeof run>>[] = [];
     const silent = new Logger(() => () => {});
     const spec = (item: Item) => ({
       identifier: 'bench',
@@ -37,7 +48,7 @@ export const graphileWorker: Subject = {
       },
       async startWorker({ concurrency, onJob }) {
         const runner = await run({
-          connectionString: PG_URL,
+          connectionString,
           schema,
           concurrency,
           pollInterval: 100,
@@ -54,6 +65,7 @@ export const graphileWorker: Subject = {
           await runner.stop();
         };
       },
+      storageBytes: () => pgSchemaBytes(PG_URL, schema),
       async close() {
         await Promise.all(runners.map((r) => r.stop().catch(() => {})));
         const { Client } = await import('pg');

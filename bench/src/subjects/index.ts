@@ -17,8 +17,16 @@ export function allSubjects(): Subject[] {
   ];
 }
 
+/**
+ * Settings variants of duetime measured where the setting matters (enqueue and drain): SQLite with
+ * `synchronous: 'normal'` (a process crash loses nothing, a power loss may lose the last commits).
+ */
+export function variantSubjects(): Subject[] {
+  return [duetime('sqlite', { synchronous: 'normal' })];
+}
+
 export function subjectByName(name: string): Subject {
-  const subject = allSubjects().find((s) => s.name === name);
+  const subject = [...allSubjects(), ...variantSubjects()].find((s) => s.name === name);
   if (!subject) throw new Error(`unknown bench subject ${name}`);
   return subject;
 }

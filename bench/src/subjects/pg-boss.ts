@@ -1,5 +1,13 @@
-import PgBoss from 'pg-boss';
-import { type Item, PG_URL, payload, type Queue, type Subject, uniqueName } from './types.js';
+import { pgSchemaBytes } from '../lib/storage.js';
+import {
+  type CreateOptions,
+  type Item,
+  PG_URL,
+  payload,
+  type Queue,
+  type Subject,
+  uniqueName,
+} from './types.js';
 
 /**
  * pg-boss with `startAfter`. Tuned per its docs: the minimum polling interval (0.5 s) for the lowest
@@ -12,8 +20,9 @@ export const pgBoss: Subject = {
   library: 'pg-boss',
   backend: 'postgres',
   tuning:
-    'startAfter; pollingIntervalSeconds 0.5 (its minimum); batchSize 100 handled `concurrency` at a time; insert() for batches',
-  async create(): Promise<Queue> {
+    'startAfter; pollingIntervalSeconds 0.5 (its minimum); batchSize 100 handled `concurrency` at a time; insert() for batches; maintenance off',
+  async create(options: CreateOptions = {}): Promise<Queue> {
+    const { default: PgBoss } = await import('pg-boss');
     const schema = uniqueName('pgboss_');
     const boss = new PgBoss({
       connectionString: PG_URL,
@@ -21,6 +30,7 @@ export const pgBoss: Subject = {
       supervise: false,
       schedule: false,
       migrate: true,
+      ...(options.applicationName ? { application_name: options.applicationName } : {}),
     });
     boss.on('error', () => {});
     await boss.start();
@@ -47,6 +57,7 @@ export const pgBoss: Subject = {
           await boss.offWork({ id });
         };
       },
+      storageBytes: () => pgSchemaBytes(PG_URL, schema),
       async close() {
         await boss.stop({ graceful: false, wait: true });
         const { Client } = await import('pg');

@@ -13,8 +13,18 @@ export interface Queue {
   enqueueBatch(items: Item[]): Promise<void>;
   /** Starts a worker with a no-op handler that reports each item's due time; resolves to its stop function. */
   startWorker(options: { concurrency: number; onJob(dueAt: number): void }): Promise<() => Promise<void>>;
+  /**
+   * Bytes the server holds for this queue's data: Redis `MEMORY USAGE` of its keys, PostgreSQL relation
+   * sizes (tables, indexes, TOAST) of its schema, SQLite pages in use, NATS stream bytes.
+   */
+  storageBytes(): Promise<number>;
   /** Closes connections and removes the data this queue created. */
   close(): Promise<void>;
+}
+
+export interface CreateOptions {
+  /** PostgreSQL `application_name` for every connection the library opens (to find its server processes). */
+  applicationName?: string;
 }
 
 export interface Subject {
@@ -24,7 +34,7 @@ export interface Subject {
   backend: 'sqlite' | 'postgres' | 'redis' | 'nats';
   /** How it is tuned for this comparison. */
   tuning: string;
-  create(): Promise<Queue>;
+  create(options?: CreateOptions): Promise<Queue>;
 }
 
 /** The payload every library carries: the due time plus 64 bytes of padding. */
@@ -37,7 +47,16 @@ const PAD = 'x'.repeat(64);
 export const PG_URL = process.env.DUETIME_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 export const REDIS_URL = process.env.DUETIME_REDIS_URL ?? 'redis://127.0.0.1:6379';
 export const NATS_URL = process.env.DUETIME_NATS_URL ?? 'nats://127.0.0.1:4222';
+export const NATS_NEW_URL = process.env.DUETIME_NATS_NEW_URL ?? 'nats://127.0.0.1:4223';
 
 export function uniqueName(prefix: string): string {
   return `${prefix}${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/** `url` with `application_name` set in its query (node-postgres reads it from connection strings). */
+export function withApplicationName(url: string, applicationName: string | undefined): string {
+  if (!applicationName) return url;
+  const parsed = new URL(url);
+  parsed.searchParams.set('application_name', applicationName);
+  return parsed.toString();
 }

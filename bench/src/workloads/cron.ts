@@ -1,9 +1,7 @@
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import type { Row } from '../lib/report.js';
-import type { BenchContext } from '../lib/run.js';
+import { type BenchContext, spawnTs } from '../lib/run.js';
 import { summarize } from '../lib/stats.js';
 
 interface CronResult {
@@ -14,8 +12,6 @@ interface CronResult {
   roundsNsPerCall: number[];
 }
 
-const require = createRequire(import.meta.url);
-
 /**
  * 6. cron: ns per `next()` for a simple and a DST-crossing expression, duetime vs croner and cron-parser.
  * Runs src/cron-next.ts (round-robin rounds, CPU time per call) in a process of its own.
@@ -23,26 +19,16 @@ const require = createRequire(import.meta.url);
 export async function cronWorkload(ctx: BenchContext): Promise<Row[]> {
   const rounds = ctx.quick ? 5 : 15;
   const script = fileURLToPath(new URL('../cron-next.ts', import.meta.url));
+  const out = fileURLToPath(
+    new URL(`../../results/cron-next${ctx.quick ? '.quick' : ''}.json`, import.meta.url),
+  );
   await new Promise<void>((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      [
-        '--import',
-        pathToFileURL(require.resolve('tsx')).href,
-        '--conditions=source',
-        script,
-        '--rounds',
-        String(rounds),
-      ],
-      { stdio: ['ignore', 'inherit', 'inherit'] },
-    );
+    const child = spawnTs(script, ['--rounds', String(rounds), '--out', out], { stdout: 'inherit' });
     child.once('exit', (code) =>
       code === 0 ? resolve() : reject(new Error(`cron-next exited with ${code}`)),
     );
   });
-  const data = JSON.parse(readFileSync(new URL('../../results/cron-next.json', import.meta.url), 'utf8')) as {
-    results: CronResult[];
-  };
+  const data = JSON.parse(readFileSync(out, 'utf8')) as { results: CronResult[] };
   const rows: Row[] = [];
   for (const name of [...new Set(data.results.map((r) => r.case))]) {
     const group = data.results.filter((r) => r.case === name);

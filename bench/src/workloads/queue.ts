@@ -1,5 +1,5 @@
 import { type Row, rowsFor } from '../lib/report.js';
-import { alternate, type BenchContext, inChild, until } from '../lib/run.js';
+import { alternate, type BenchContext, until } from '../lib/run.js';
 import { percentile } from '../lib/stats.js';
 import type { Item, Subject } from '../subjects/types.js';
 
@@ -12,7 +12,7 @@ function items(count: number, dueAt: (i: number) => number): Item[] {
 
 /** 1. enqueue: delayed items one at a time awaited, 16 in flight, and in batches of 100 → items/s. */
 export async function enqueueWorkload(ctx: BenchContext, subjects: Subject[]): Promise<Row[]> {
-  const count = ctx.quick ? 1000 : 10_000;
+  const count = ctx.quick ? 300 : 10_000;
   const modes = ['awaited', 'in flight 16', 'batches of 100'] as const;
   const rows: Row[] = [];
   for (const mode of modes) {
@@ -57,7 +57,7 @@ export async function enqueueWorkload(ctx: BenchContext, subjects: Subject[]): P
 
 /** 2. drain: items already due, one worker at concurrency 1 and 16 → items/s until all are consumed. */
 export async function drainWorkload(ctx: BenchContext, subjects: Subject[]): Promise<Row[]> {
-  const count = ctx.quick ? 2000 : 20_000;
+  const count = ctx.quick ? 300 : 20_000;
   const rows: Row[] = [];
   for (const concurrency of [1, 16]) {
     const samples = await alternate(
@@ -72,7 +72,7 @@ export async function drainWorkload(ctx: BenchContext, subjects: Subject[]): Pro
           let done = 0;
           const started = performance.now();
           const stop = await queue.startWorker({ concurrency, onJob: () => void done++ });
-          const finished = await until(() => done >= count, ctx.quick ? 120_000 : 300_000);
+          const finished = await until(() => done >= count, ctx.quick ? 60_000 : 300_000);
           const elapsed = performance.now() - started;
           await stop();
           if (!finished) throw new Error(`${subject.name} drained only ${done} of ${count}`);
@@ -99,8 +99,10 @@ export async function drainWorkload(ctx: BenchContext, subjects: Subject[]): Pro
 
 /** 3. lateness: items due at random moments over a window while the worker idles → handler start − due time. */
 export async function latenessWorkload(ctx: BenchContext, subjects: Subject[]): Promise<Row[]> {
-  const count = ctx.quick ? 300 : 1000;
-  const windowMs = ctx.quick ? 5000 : 10_000;
+  const count = ctx.quick ? 100 : 1000;
+  const windowMs = ctx.quick ? 2000 : 10_000;
+  // Time to enqueue them all before the first is due.
+  const leadMs = ctx.quick ? 800 : 1500;
   const samples = await alternate(
     ctx,
     subjects,
@@ -113,11 +115,12 @@ export async function latenessWorkload(ctx: BenchContext, subjects: Subject[]): 
           concurrency: 16,
           onJob: (dueAt) => lateness.push(Date.now() - dueAt),
         });
-        const start = Date.now() + 1500;
+        const start = Date.now() + leadMs;
         const list = items(count, () => start + Math.floor(Math.random() * windowMs));
         for (let i = 0; i < list.length; i += 100) await queue.enqueueBatch(list.slice(i, i + 100));
-        await until(() => lateness.length >= count, windowMs + 60_000, 20);
+        const all = await until(() => lateness.length >= count, windowMs + (ctx.quick ? 10_000 : 60_000), 20);
         await stop();
+        if (!all) throw new Error(`${subject.name} delivered only ${lateness.length} of ${count}`);
         return {
           p50: percentile(lateness, 50),
           p95: percentile(lateness, 95),
@@ -146,29 +149,4 @@ export async function latenessWorkload(ctx: BenchContext, subjects: Subject[]): 
     );
   }
   return rows;
-}
-
-export interface IdleResult {
-  cpuSeconds: number;
-  rssMb: number;
-}
-
-/** 4. idle cost: many items due in an hour, the worker idle → CPU seconds and RSS of the worker process. */
-export async function idleWorkload(ctx: BenchContext, subjects: Subject[]): Promise<Row[]> {
-  const count = ctx.quick ? 10_000 : 100_000;
-  const idleMs = ctx.quick ? 5000 : 30_000;
-  const samples = await alternate(
-    ctx,
-    subjects,
-    'idle',
-    (subject) => inChild<IdleResult>('idle', { subject: subject.name, count, idleMs }),
-    { cpuSeconds: Number.NaN, rssMb: Number.NaN },
-  );
-  const cpu = new Map([...samples].map(([name, values]) => [name, values.map((v) => v.cpuSeconds)]));
-  const rss = new Map([...samples].map(([name, values]) => [name, values.map((v) => v.rssMb)]));
-  const label = `${count.toLocaleString('en-US')} pending, idle ${idleMs / 1000} s`;
-  return [
-    ...rowsFor('idle', `${label}, worker CPU`, 's', 'lower', subjects, cpu),
-    ...rowsFor('idle', `${label}, worker RSS`, 'MB', 'lower', subjects, rss),
-  ];
 }
