@@ -12,6 +12,7 @@ import { parseArgs } from 'node:util';
 import { renderBehind, renderTables } from './lib/render.js';
 import type { Row } from './lib/report.js';
 import type { BenchContext } from './lib/run.js';
+import { DUETIME_BACKENDS } from './subjects/duetime.js';
 import { allSubjects, variantSubjects } from './subjects/index.js';
 import type { Subject } from './subjects/types.js';
 import { cronWorkload } from './workloads/cron.js';
@@ -36,15 +37,21 @@ const subjects = () => chosen(allSubjects());
 /** The comparison subjects plus duetime's settings variants, where the setting matters. */
 const withVariants = () => chosen([...allSubjects(), ...variantSubjects()]);
 
+/** duetime's backends for the workloads that run duetime alone (`--subjects duetime/redis` narrows them). */
+const backends = () =>
+  DUETIME_BACKENDS.filter(
+    (kind) => !subjectFilter || subjectFilter.some((name) => name.startsWith(`duetime/${kind}`)),
+  );
+
 /** Every workload, in the order a full run takes them. */
 const workloads: Record<string, (ctx: BenchContext) => Promise<Row[]>> = {
   enqueue: (ctx) => enqueueWorkload(ctx, withVariants()),
   drain: (ctx) => drainWorkload(ctx, withVariants()),
   lateness: (ctx) => latenessWorkload(ctx, subjects()),
   idle: (ctx) => idleWorkload(ctx, subjects()),
-  scale: (ctx) => scaleWorkload(ctx),
+  scale: (ctx) => scaleWorkload(ctx, backends()),
   cron: (ctx) => cronWorkload(ctx),
-  failover: (ctx) => failoverWorkload(ctx),
+  failover: (ctx) => failoverWorkload(ctx, backends()),
   tick: (ctx) => tickWorkload(ctx),
   timers: (ctx) => timersWorkload(ctx),
 };

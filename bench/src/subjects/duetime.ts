@@ -16,6 +16,8 @@ import {
 
 export type DuetimeBackendName = 'sqlite' | 'postgres' | 'redis' | 'nats';
 
+export const DUETIME_BACKENDS: DuetimeBackendName[] = ['sqlite', 'postgres', 'redis', 'nats'];
+
 export interface OpenOptions extends CreateOptions {
   /** SQLite only: `synchronous` (the backend's default is `full`). */
   synchronous?: 'full' | 'normal';
@@ -128,7 +130,7 @@ export async function openDuetime(
 export function duetime(kind: DuetimeBackendName, variant: OpenOptions = {}): Subject {
   const synchronous = variant.synchronous;
   return {
-    name: synchronous ? `duetime/${kind} (synchronous ${synchronous})` : `duetime/${kind}`,
+    name: synchronous ? `duetime/${kind}-sync-${synchronous}` : `duetime/${kind}`,
     library: 'duetime',
     backend: kind,
     tuning: `defaults (Dispatcher rescanInterval 1 s, push wake-ups${synchronous ? `; SQLite synchronous '${synchronous}'` : ''}); a batch is one transaction per 100 schedules`,

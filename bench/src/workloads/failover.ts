@@ -3,8 +3,6 @@ import { type Row, soloRow } from '../lib/report.js';
 import { type BenchContext, sleep, spawnChild } from '../lib/run.js';
 import { type DuetimeBackendName, openDuetime } from '../subjects/duetime.js';
 
-const BACKENDS: DuetimeBackendName[] = ['sqlite', 'postgres', 'redis', 'nats'];
-
 /** The Scheduler's leadership settings: its defaults, and shorter ones in quick mode. */
 interface Leadership {
   leadershipTTL: number;
@@ -94,12 +92,12 @@ async function firstLeader(replicas: Replica[], timeoutMs: number): Promise<Repl
  * default settings (quick mode: shorter leadership settings, named in the metric). The bound is
  * `leadershipTTL + pollInterval`; where a run lands depends on when the killed leader last renewed.
  */
-export async function failoverWorkload(ctx: BenchContext): Promise<Row[]> {
+export async function failoverWorkload(ctx: BenchContext, backends: DuetimeBackendName[]): Promise<Row[]> {
   const rounds = ctx.rounds;
   const leadership = ctx.quick ? QUICK : DEFAULTS;
   const settings = `leadershipTTL ${leadership.leadershipTTL / 1000} s, pollInterval ${leadership.pollInterval / 1000} s${ctx.quick ? '' : ' (the defaults)'}`;
   const rows: Row[] = [];
-  for (const kind of BACKENDS) {
+  for (const kind of backends) {
     const samples: number[] = [];
     for (let round = 0; round < rounds; round++) {
       const { backend, namespace, drop } = await openDuetime(kind);

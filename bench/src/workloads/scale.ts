@@ -4,7 +4,6 @@ import { type BenchContext, inChild, rssMb, sleep } from '../lib/run.js';
 import { median } from '../lib/stats.js';
 import { type DuetimeBackendName, openDuetime } from '../subjects/duetime.js';
 
-const BACKENDS: DuetimeBackendName[] = ['sqlite', 'postgres', 'redis', 'nats'];
 /** Per backend, enqueueing stops here even short of the target count (the rows then say how far it got). */
 const ENQUEUE_BUDGET_MS = 15 * 60_000;
 
@@ -70,10 +69,10 @@ export async function scaleChild(args: Record<string, unknown>): Promise<ScaleCh
  * 5. scale: a large backlog of pending items → enqueue rate and time, dispatcher RSS (and its growth over an
  * empty store), due-lookup time, per backend. One round: the backlog is the measurement.
  */
-export async function scaleWorkload(ctx: BenchContext): Promise<Row[]> {
+export async function scaleWorkload(ctx: BenchContext, backends: DuetimeBackendName[]): Promise<Row[]> {
   const target = ctx.quick ? 3000 : 1_000_000;
   const rows: Row[] = [];
-  for (const kind of BACKENDS) {
+  for (const kind of backends) {
     const { backend, namespace, drop } = await openDuetime(kind);
     try {
       const started = performance.now();
