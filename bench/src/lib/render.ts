@@ -37,6 +37,7 @@ export function renderTables(rows: Row[]): string {
 
 /** A list of the rows where duetime is behind a peer (or the ratio could not be computed). */
 export function renderBehind(rows: Row[]): string {
+  if (rows.length === 0) return 'No results yet.';
   const list = behind(rows);
   if (list.length === 0) return 'duetime is ahead of every peer on every row of this run.';
   return list

@@ -72,7 +72,7 @@ export async function drainWorkload(ctx: BenchContext, subjects: Subject[]): Pro
           let done = 0;
           const started = performance.now();
           const stop = await queue.startWorker({ concurrency, onJob: () => void done++ });
-          const finished = await until(() => done >= count, ctx.quick ? 60_000 : 300_000);
+          const finished = await until(() => done >= count, ctx.quick ? 60_000 : 600_000);
           const elapsed = performance.now() - started;
           await stop();
           if (!finished) throw new Error(`${subject.name} drained only ${done} of ${count}`);

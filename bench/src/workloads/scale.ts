@@ -4,8 +4,11 @@ import { type BenchContext, inChild, rssMb, sleep } from '../lib/run.js';
 import { median } from '../lib/stats.js';
 import { type DuetimeBackendName, openDuetime } from '../subjects/duetime.js';
 
-/** Per backend, enqueueing stops here even short of the target count (the rows then say how far it got). */
-const ENQUEUE_BUDGET_MS = 15 * 60_000;
+/**
+ * Per backend, enqueueing stops after this many minutes even short of the target count (the rows then say
+ * how far it got): 15, or DUETIME_BENCH_SCALE_BUDGET_MINUTES.
+ */
+const BUDGET_MINUTES = Number(process.env.DUETIME_BENCH_SCALE_BUDGET_MINUTES ?? 15);
 
 interface ScaleChildResult {
   /** RSS of a dispatcher over an empty store, in the same process before the large one. */
@@ -78,7 +81,7 @@ export async function scaleWorkload(ctx: BenchContext, backends: DuetimeBackendN
       const started = performance.now();
       const base = Date.now() + 3_600_000;
       let count = 0;
-      while (count < target && performance.now() - started < ENQUEUE_BUDGET_MS) {
+      while (count < target && performance.now() - started < BUDGET_MINUTES * 60_000) {
         const end = Math.min(target, count + 1000);
         await backend.store.transact(async (tx) => {
           for (let j = count; j < end; j++) {
@@ -106,7 +109,7 @@ export async function scaleWorkload(ctx: BenchContext, backends: DuetimeBackendN
       const subject = `duetime/${kind}`;
       const note =
         count < target
-          ? `stopped at ${count.toLocaleString('en-US')} pending: the ${ENQUEUE_BUDGET_MS / 60_000}-minute enqueue budget ran out`
+          ? `stopped at ${count.toLocaleString('en-US')} pending: the ${BUDGET_MINUTES}-minute enqueue budget ran out`
           : undefined;
       const label = `${target.toLocaleString('en-US')} pending`;
       rows.push(
