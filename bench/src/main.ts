@@ -6,10 +6,11 @@
  * bench/results/<workload>.json plus the summary tables in bench/README.md (full runs only; quick runs write
  * <workload>.quick.json and leave the README alone).
  */
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { parseArgs } from 'node:util';
-import { renderBehind, renderTables } from './lib/render.js';
+import { type ResultFile, readResult, refreshReadme, resultsSection } from './lib/readme.js';
+import { renderTables } from './lib/render.js';
 import type { Row } from './lib/report.js';
 import type { BenchContext } from './lib/run.js';
 import { DUETIME_BACKENDS } from './subjects/duetime.js';
@@ -73,7 +74,7 @@ const ctx: BenchContext = { quick, rounds, log: (line) => console.log(line) };
 
 const resultsDir = new URL('../results/', import.meta.url);
 mkdirSync(resultsDir, { recursive: true });
-const machine = {
+const machine: ResultFile['machine'] = {
   cpus: cpus().length,
   cpuModel: cpus()[0]?.model ?? 'unknown',
   memoryGb: Math.round(totalmem() / 2 ** 30),
@@ -88,45 +89,26 @@ for (const name of selected) {
   const seconds = Math.round((Date.now() - started) / 1000);
   const file = new URL(`${name}${quick ? '.quick' : ''}.json`, resultsDir);
   const load = [loadBefore, loadavg()[0]!].map((l) => Math.round(l * 10) / 10);
-  writeFileSync(
-    file,
-    `${JSON.stringify({ workload: name, quick, rounds, date: new Date().toISOString(), machine, loadAverage: load, seconds, rows }, null, 2)}\n`,
-  );
+  const result: ResultFile = {
+    workload: name,
+    quick,
+    rounds,
+    date: new Date().toISOString(),
+    machine,
+    loadAverage: load,
+    seconds,
+    rows,
+  };
+  writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
   console.log(renderTables(rows));
   console.log(`${name}: ${seconds} s`);
 }
 console.log(`\nall done in ${Math.round((Date.now() - runStarted) / 1000)} s`);
 
 // Refresh the generated section of bench/README.md from every full-mode result file present.
-const readmeUrl = new URL('../README.md', import.meta.url);
-const readme = readFileSync(readmeUrl, 'utf8');
-const start = '<!-- results:start -->';
-const end = '<!-- results:end -->';
-if (!quick && readme.includes(start) && readme.includes(end)) {
-  const sections: string[] = [];
-  const everyRow: Row[] = [];
-  for (const name of Object.keys(workloads)) {
-    try {
-      const data = JSON.parse(readFileSync(new URL(`${name}.json`, resultsDir), 'utf8')) as {
-        rows: Row[];
-        date: string;
-        rounds: number;
-        seconds: number;
-        loadAverage?: number[];
-        machine: typeof machine;
-      };
-      everyRow.push(...data.rows);
-      const load = data.loadAverage ? `, load average ${data.loadAverage.join(' → ')}` : '';
-      sections.push(
-        `### ${name}\n\n_${data.date.slice(0, 10)}, ${data.rounds} rounds, ${data.seconds} s, ${data.machine.cpus} × ${data.machine.cpuModel}, ${data.machine.memoryGb} GB, Node ${data.machine.node}${load}_\n\n${renderTables(data.rows)}`,
-      );
-    } catch {
-      sections.push(`### ${name}\n\nNot measured yet: run \`pnpm bench --only ${name}\`.`);
-    }
-  }
-  sections.push(`### Rows where duetime is behind in these results\n\n${renderBehind(everyRow)}`);
-  const before = readme.slice(0, readme.indexOf(start) + start.length);
-  const after = readme.slice(readme.indexOf(end));
-  writeFileSync(readmeUrl, `${before}\n\n${sections.join('\n\n')}\n\n${after}`);
+if (!quick) {
+  const section = resultsSection(Object.keys(workloads), (name) => readResult(resultsDir, name));
+  if (!refreshReadme(new URL('../README.md', import.meta.url), section))
+    console.error('bench/README.md has no results markers: tables not written');
 }
 process.exit(0);
