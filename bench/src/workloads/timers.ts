@@ -43,6 +43,7 @@ async function run(
   shape: 'burst' | 'steady',
   count: number,
   spreadMs: number,
+  leadMs: number,
 ): Promise<RunResult> {
   const { JetStreamScheduler } = await import('@duetime/backend-nats');
   const prefix = `bench${randomBytes(4).toString('hex')}`;
@@ -67,7 +68,6 @@ async function run(
       },
       { concurrency: 64 },
     );
-    const leadMs = (spreadMs < 5000 ? 1000 : 3000) + count; // time to publish them all before the first is due
     const base = Date.now() + leadMs;
     const dueOf = (i: number) => (shape === 'burst' ? base : base + Math.floor((i * spreadMs) / count));
     const t0 = performance.now();
@@ -132,6 +132,8 @@ async function probeServer(url: string, minor: number): Promise<{ version?: stri
 export async function timersWorkload(ctx: BenchContext): Promise<Row[]> {
   const count = ctx.quick ? 300 : 2000;
   const spreadMs = ctx.quick ? 2000 : 5000;
+  // Time to publish them all before the first is due.
+  const leadMs = (ctx.quick ? 1000 : 3000) + count;
   const old = await probeServer(NATS_URL, 0);
   const recent = await probeServer(NATS_NEW_URL, 12);
   const candidates = [
@@ -151,8 +153,8 @@ export async function timersWorkload(ctx: BenchContext): Promise<Row[]> {
     modes,
     'timers',
     async (mode): Promise<ModeResult> => ({
-      burst: await run(mode, 'burst', count, spreadMs),
-      steady: await run(mode, 'steady', count, spreadMs),
+      burst: await run(mode, 'burst', count, spreadMs, leadMs),
+      steady: await run(mode, 'steady', count, spreadMs, leadMs),
     }),
     { burst: FAILED, steady: FAILED },
   );
