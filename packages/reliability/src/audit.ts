@@ -146,9 +146,11 @@ export function audit(input: AuditInput): AuditFigures {
       }
       continue;
     }
-    const mayBeCancelled = trailing.some((op) => op.kind === 'cancel') || (!decisive && trailing.length > 0);
+    // A lower bound only when the last committed operation is a put: after a committed cancel (or with
+    // nothing committed), the uncertain puts may all have failed, and then nothing is due.
+    const bounded = decisive?.kind === 'put' && !trailing.some((op) => op.kind === 'cancel');
     const due = candidates.filter((op) => op.at <= input.drainedAt);
-    if (!mayBeCancelled && far.length === 0 && due.length > 0 && deliveredCandidates === 0) {
+    if (bounded && far.length === 0 && due.length > 0 && deliveredCandidates === 0) {
       const pending = input.pending.get(key);
       if (!pending) {
         f.lost++;

@@ -88,6 +88,11 @@ describe('audit', () => {
     expect(none.lost).toBe(1);
     const maybeCancelled = audit(input([put('a', 'p1'), cancel('a', 'uncertain')], {}));
     expect(maybeCancelled.lost).toBe(0);
+    // After a committed cancel, a put whose transaction threw may simply not have committed.
+    const afterCancel = audit(input([put('a', 'p1'), cancel('a'), put('a', 'p2', 'uncertain')], {}));
+    expect(afterCancel.lost).toBe(0);
+    const nothingCommitted = audit(input([put('a', 'p1', 'uncertain')], {}));
+    expect(nothingCommitted.lost).toBe(0);
   });
 
   it('finds gaps and repeats in calendar ticks, and tells reported failures from silent losses', () => {
