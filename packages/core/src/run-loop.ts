@@ -72,19 +72,22 @@ export class RunLoop {
     return woken;
   }
 
-  /** Sleeps `ms` on the clock, or until a wake-up or a drain. */
-  sleep(ms: number): Promise<void> {
-    if (ms <= 0 || this.#woken || this.state !== 'running') return Promise.resolve();
+  /**
+   * Sleeps `ms` on the clock, or until a wake-up or a drain. Resolves true when the whole time elapsed
+   * (the deadline the caller slept for has come), false when woken earlier.
+   */
+  sleep(ms: number): Promise<boolean> {
+    if (ms <= 0 || this.#woken || this.state !== 'running') return Promise.resolve(false);
     this.armedAt = this.#clock.now() + ms;
-    return new Promise<void>((resolve) => {
-      const finish = () => {
+    return new Promise<boolean>((resolve) => {
+      const finish = (elapsed: boolean) => {
         cancel();
         this.#wakeUp = undefined;
         this.armedAt = Number.POSITIVE_INFINITY;
-        resolve();
+        resolve(elapsed);
       };
-      const cancel = this.#clock.setTimer(ms, finish);
-      this.#wakeUp = finish;
+      const cancel = this.#clock.setTimer(ms, () => finish(true));
+      this.#wakeUp = () => finish(false);
     });
   }
 

@@ -226,7 +226,8 @@ export class Dispatcher<Sql = unknown> {
           wait = Math.min(this.#rescanInterval, 50 * 2 ** Math.min(failures, 10));
           this.#logger.warn('dispatcher scan failed; retrying', { error, retryInMs: wait, failures });
         }
-        await this.#loop.sleep(wait);
+        // The deadline slept for has come: read the due index rather than the leftovers of the last page.
+        if (await this.#loop.sleep(wait)) this.#bufferFull = true;
       }
     } finally {
       unsubscribe();
@@ -260,12 +261,10 @@ export class Dispatcher<Sql = unknown> {
       this.#bufferFull = true;
       this.#changed = false;
     }
-    let fetched = false;
     for (;;) {
       if (this.#buffer.length === 0) {
         // Everything the last page held has started and that page was the whole due set.
         if (!this.#bufferFull) break;
-        fetched = true;
         const page = await this.#store.driver.dueSchedules(new Date(now), this.#batchSize);
         if (!this.#loop.running) return 0;
         // Shuffled within the page: dispatchers reading the same head of the due index then mostly pick
@@ -288,8 +287,8 @@ export class Dispatcher<Sql = unknown> {
     if (next === undefined) return this.#rescanInterval;
     const delay = next.getTime() - this.#clock.now();
     if (delay > 0) return Math.min(delay, this.#rescanInterval);
-    if (!fetched) {
-      // Something fell due since the last page was read (a retry, say): read again now.
+    if (next.getTime() > this.#bufferedAt) {
+      // It fell due after the last page was read (during this pass, or a retry since): read again now.
       this.#bufferFull = true;
       return 0;
     }
