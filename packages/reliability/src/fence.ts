@@ -80,9 +80,13 @@ export async function recordFenced(store: Store, run: FencedRun): Promise<'RECOR
   return outcome;
 }
 
-/** Every recorded run, in commit order. */
-export async function loadFencedRuns(store: Store): Promise<FencedRun[]> {
-  return (await store.loadEvents(FENCE_STREAM))
-    .filter((e) => e.type === 'ran')
-    .map((e) => e.data as FencedRun);
+/** The fence's log in commit order: claims (`epoch`) and runs (`occurrence`, `epoch`, …). */
+export async function loadFenceLog(
+  store: Store,
+): Promise<({ type: 'claimed'; epoch: number } | ({ type: 'ran' } & FencedRun))[]> {
+  return (await store.loadEvents(FENCE_STREAM)).map((e) =>
+    e.type === 'ran'
+      ? { type: 'ran' as const, ...(e.data as FencedRun) }
+      : { type: 'claimed' as const, epoch: (e.data as { epoch: number }).epoch },
+  );
 }
