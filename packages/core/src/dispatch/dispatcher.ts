@@ -191,6 +191,7 @@ export class Dispatcher<Sql = unknown> {
 
   /** Forces a rescan now, e.g. after a change the push channel cannot see. */
   wake(): void {
+    this.#changed = true;
     this.#loop.wake();
   }
 
@@ -237,7 +238,7 @@ export class Dispatcher<Sql = unknown> {
 
   #onChange(change: StoreChange): void {
     this.#changed = true;
-    if (change.earliest === undefined || change.earliest.getTime() < this.#loop.armedAt) this.wake();
+    if (change.earliest === undefined || change.earliest.getTime() < this.#loop.armedAt) this.#loop.wake();
   }
 
   #startable(schedule: Schedule): boolean {
@@ -304,7 +305,8 @@ export class Dispatcher<Sql = unknown> {
   #start(schedule: Schedule): void {
     const delivery = this.#deliver(schedule).finally(() => {
       this.#inFlight.delete(schedule.key);
-      if (this.#loop.running) this.wake();
+      // A free slot: take the next buffered schedule (no need to read the due index again).
+      if (this.#loop.running) this.#loop.wake();
     });
     this.#inFlight.set(schedule.key, delivery);
   }

@@ -87,6 +87,63 @@ describe('Dispatcher', () => {
     await done;
   });
 
+  it('reads again at once when a schedule falls due while a page is being delivered (no pause)', async () => {
+    const { clock, store } = setup();
+    const start = clock.now();
+    await store.transact(async (tx) => {
+      await tx.schedule('first', new Date(start), msg('first'));
+      await tx.schedule('second', new Date(start + 1), msg('second'));
+    });
+    const delivered: [string, number][] = [];
+    const dispatcher = new Dispatcher({
+      store,
+      rescanInterval: 60_000,
+      processor: async (_tx, m) => {
+        delivered.push([m.aggregateId, clock.now() - start]);
+        // Time passes while the first is processed: the second falls due after its page was read.
+        if (m.aggregateId === 'first') clock.set(start + 5);
+      },
+    });
+    const ac = new AbortController();
+    const done = dispatcher.run(ac.signal);
+    await clock.advance(0);
+    expect(delivered).toEqual([
+      ['first', 0],
+      ['second', 5],
+    ]);
+    ac.abort();
+    await done;
+  });
+
+  it('reads again at once when something falls due between reading the due index and looking for the next deadline', async () => {
+    const { clock, backend, store } = setup();
+    const start = clock.now();
+    await store.transact((tx) => tx.schedule('x', new Date(start + 10), msg('x')));
+    const driver = backend.store.driver;
+    const original = driver.dueSchedules.bind(driver);
+    driver.dueSchedules = async (now, limit) => {
+      const page = await original(now, limit);
+      // The clock moves on between the read and the next-deadline lookup (a timer firing a little early).
+      if (now.getTime() === start + 9) clock.set(start + 10);
+      return page;
+    };
+    const delivered: number[] = [];
+    const dispatcher = new Dispatcher({
+      store,
+      rescanInterval: 60_000,
+      processor: async () => void delivered.push(clock.now()),
+    });
+    const ac = new AbortController();
+    const done = dispatcher.run(ac.signal);
+    await clock.advance(0);
+    clock.set(start + 9);
+    dispatcher.wake();
+    await clock.advance(0);
+    expect(delivered).toEqual([start + 10]);
+    ac.abort();
+    await done;
+  });
+
   it('never runs more processors at once than its concurrency', async () => {
     const { clock, store } = setup();
     await store.transact(async (tx) => {
