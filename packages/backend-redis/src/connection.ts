@@ -32,6 +32,13 @@ export function parseRedisUrl(value: unknown, field = 'connection.url'): RedisUr
       `has protocol ${parsed.protocol}; expected redis: or rediss:`,
     );
   if (parsed.hostname === '') throw new InvalidArgumentError(field, shown, 'has no host');
+  try {
+    // ioredis decodes them itself and would throw a URIError from inside the factory.
+    decodeURIComponent(parsed.username);
+    decodeURIComponent(parsed.password);
+  } catch {
+    throw new InvalidArgumentError(field, shown, 'has a malformed percent-escape in its user or password');
+  }
   const db = parsed.pathname.replace(/^\//, '');
   if (db !== '' && !/^\d+$/.test(db))
     throw new InvalidArgumentError(field, shown, `has database ${JSON.stringify(db)}; expected a number`);

@@ -33,6 +33,9 @@ describe('configuration errors', () => {
     ['http://127.0.0.1:6379', 'connection.url'],
     ['redis://127.0.0.1:6379/abc', 'connection.url'],
     ['redis://', 'connection.url'],
+    // A malformed escape in the login (found by the reliability suite: ioredis threw a URIError).
+    ['redis://%@127.0.0.1:6379', 'connection.url'],
+    ['redis://user:%zz@127.0.0.1:6379', 'connection.url'],
   ])('rejects the URL %j naming %s', async (url, field) => {
     const error = await createRedisBackend({ url }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InvalidArgumentError);
