@@ -94,17 +94,34 @@ export async function recordDelivery(
   if (!hasSql(spec)) return;
   const ref = data.put ?? data.occurrence ?? '';
   const insert = `INSERT INTO ${table(spec)} (stream, ref, version, pid) VALUES `;
-  if (spec.kind === 'sqlite')
-    (tx.sql as SqliteSql)
-      .prepare(`${insert}(?, ?, ?, ?)`)
-      .run(message.aggregateId, ref, schedule.version, process.pid);
-  else
-    await (tx.sql as PgSql).query(`${insert}($1, $2, $3, $4)`, [
-      message.aggregateId,
-      ref,
-      schedule.version,
-      process.pid,
-    ]);
+  try {
+    if (spec.kind === 'sqlite')
+      (tx.sql as SqliteSql)
+        .prepare(`${insert}(?, ?, ?, ?)`)
+        .run(message.aggregateId, ref, schedule.version, process.pid);
+    else
+      await (tx.sql as PgSql).query(`${insert}($1, $2, $3, $4)`, [
+        message.aggregateId,
+        ref,
+        schedule.version,
+        process.pid,
+      ]);
+  } catch (error) {
+    throw new ApplicationSqlError(error);
+  }
+}
+
+/**
+ * An error from the application's own statement on `tx.sql`: the driver's error as it is (duetime
+ * documents that it does not wrap them), marked so that the error tally does not blame duetime for it.
+ */
+export class ApplicationSqlError extends Error {
+  constructor(cause: unknown) {
+    super(`the application's own SQL failed: ${cause instanceof Error ? cause.message : String(cause)}`, {
+      cause,
+    });
+    this.name = 'ApplicationSqlError';
+  }
 }
 
 /** Every application row written by deliveries, as `stream ref` strings (SQL backends; else undefined). */

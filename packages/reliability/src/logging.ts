@@ -1,4 +1,5 @@
 import { DuetimeError, type Logger } from '@duetime/core';
+import { ApplicationSqlError } from './effects.js';
 
 /**
  * Core's log lines that carry an error thrown by a duetime API call (a store, lease or cursor operation,
@@ -31,6 +32,8 @@ export class ErrorTally implements Logger {
   readonly untyped: string[] = [];
   /** Other warnings and errors logged (by backends, about their connections). */
   logged = 0;
+  /** Errors of the application's own SQL on `tx.sql` (the driver's, by design). */
+  application = 0;
 
   debug(): void {}
   info(): void {}
@@ -47,6 +50,10 @@ export class ErrorTally implements Logger {
   /** Counts one error (also usable for errors the test catches itself). */
   note(error: unknown, where = 'thrown'): void {
     if (error === undefined) return;
+    if (error instanceof ApplicationSqlError) {
+      this.application++;
+      return;
+    }
     if (error instanceof DuetimeError) {
       this.byCode.set(error.code, (this.byCode.get(error.code) ?? 0) + 1);
       return;
