@@ -101,7 +101,7 @@ describe.each(selectedBackends(BACKENDS))('outages on %s', (kind) => {
         }),
       );
       console.log(
-        `${label} faults ${JSON.stringify(run.outages)}; errors reported ${JSON.stringify(errorCodes)}`,
+        `${label} faults ${JSON.stringify(run.outages)}; errors reported ${JSON.stringify(errorCodes)}, by the application's own SQL ${run.errors.application}`,
       );
       recordResult('outages', kind, seed, {
         outages: run.total,
