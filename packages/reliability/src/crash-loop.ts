@@ -31,6 +31,8 @@ export interface CrashLoopResult {
   exitCodes: (number | null)[];
   /** Starts, kills, leadership changes and unsuccessful scheduler records, in time order (for failures). */
   timeline(): string[];
+  /** Instants of the occurrences the workers' schedulers recorded as failed or skipped. */
+  reported(): number[];
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -129,7 +131,13 @@ export async function runCrashLoop(options: CrashLoopOptions): Promise<CrashLoop
       }
     return all.sort((a, b) => a.at - b.at).map((e) => `${new Date(e.at).toISOString()} ${e.text}`);
   };
-  return { driver, kills, leaderKills, spawned, startedAt, exitCodes, timeline };
+  const reported = () =>
+    everyWorker.flatMap((w) =>
+      w.lines
+        .filter((line) => /^RECORD (failed|skipped)\//.test(line))
+        .map((line) => Number(line.split(' ')[2])),
+    );
+  return { driver, kills, leaderKills, spawned, startedAt, exitCodes, timeline, reported };
 }
 
 /** Whether the worker's last leadership line says it leads. */

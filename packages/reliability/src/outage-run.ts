@@ -81,6 +81,7 @@ export async function runOutages(options: OutageRunOptions): Promise<OutageRunRe
       leadershipTTL: 1500,
       pollInterval: 100,
       grace: 1000,
+      capacityWait: 600_000,
       drainTimeout: 10_000,
       logger: errors,
       onRecord: (record) => {

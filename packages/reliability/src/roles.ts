@@ -96,6 +96,9 @@ const chaos: Role = async (args, signal) => {
     leadershipTTL: number(args.leadershipTTL, 1500),
     pollInterval: 100,
     grace: 1000,
+    // A leader taking over after many kills catches up hundreds of occurrences at once: they wait for a
+    // slot rather than being skipped as `capacity_reached` after the default 5 s.
+    capacityWait: 600_000,
     drainTimeout: 10_000,
   });
   const dispatched = dispatcher.run(signal);
