@@ -25,6 +25,11 @@ export interface Track extends HeapItem {
   decidedThrough: number | undefined;
   /** Admitted instants not finished yet, ascending. */
   inFlight: number[];
+  /**
+   * Earliest instant cancelled in this epoch (stopped, leadership or overlap lost): the cursor stays
+   * before it until the epoch ends, so the next leader re-examines it. Undefined when none.
+   */
+  held: number | undefined;
   /** Finished instants that move the cursor, ascending, not yet covered by `target`. */
   settled: number[];
   /** Where the cursor should be (persisted or about to be). */
@@ -51,6 +56,7 @@ export function newTrack(
     loaded: false,
     decidedThrough: undefined,
     inFlight: [],
+    held: undefined,
     settled: [],
     target: undefined,
     persisted: undefined,
@@ -67,6 +73,7 @@ export function resetTrack(track: Track, epoch: number): void {
   track.loaded = false;
   track.decidedThrough = undefined;
   track.inFlight = [];
+  track.held = undefined;
   track.settled = [];
 }
 
@@ -112,13 +119,16 @@ export class CursorBook {
   }
 
   /**
-   * Records that the occurrence at `at` finished. `advances` is false for cancelled runs: they leave the
-   * cursor where it is, but no longer hold it back.
+   * Records that the occurrence at `at` finished. `advances` is false for cancelled runs: nothing in this
+   * epoch runs them again, so they hold the cursor back until the epoch ends, whatever finishes after
+   * them. (Letting go of them would let a later occurrence that still finished carry the cursor past
+   * them, and the next leader would never run them.)
    */
   finished(track: Track, at: number, advances: boolean): void {
     const i = track.inFlight.indexOf(at);
     if (i >= 0) track.inFlight.splice(i, 1);
     if (advances) insertSorted(track.settled, at);
+    else if (track.held === undefined || at < track.held) track.held = at;
     this.#advance(track);
   }
 
@@ -129,7 +139,10 @@ export class CursorBook {
   }
 
   #advance(track: Track): void {
-    const blocker = track.inFlight[0] ?? Number.POSITIVE_INFINITY;
+    const blocker = Math.min(
+      track.inFlight[0] ?? Number.POSITIVE_INFINITY,
+      track.held ?? Number.POSITIVE_INFINITY,
+    );
     let target = track.target;
     while (track.settled.length > 0 && (track.settled[0] as number) < blocker) {
       const at = track.settled.shift() as number;
