@@ -44,6 +44,15 @@ export interface PostgresBackendOptions {
    * (PgBouncer in transaction mode before 1.21, or without `max_prepared_statements`).
    */
   preparedStatements?: boolean;
+  /**
+   * PostgreSQL's `idle_in_transaction_session_timeout` for the connections the backend creates from a URL
+   * (default 60,000 ms; 0 turns it off). A process frozen inside a transaction (a stopped container, a VM
+   * pause, a debugger) keeps its row locks until its session ends; with this the server ends the session
+   * and releases them, and the frozen process's transaction fails instead of committing late. Keep it
+   * above the longest pause your processors make inside `tx.sql` transactions. With `pool`, set it on
+   * your pool's config yourself.
+   */
+  idleInTransactionTimeoutMs?: number;
 }
 
 /** Options after validation, with what the connection resolved to. */
@@ -152,6 +161,11 @@ export function resolveConfig(
   const schema = schemaName(options.schema ?? 'duetime');
   const connectionTimeoutMs = duration('options.connectionTimeoutMs', options.connectionTimeoutMs ?? 10_000);
   const poolSize = positiveInteger('options.poolSize', options.poolSize ?? 10);
+  const idleInTransactionTimeoutMs = duration(
+    'options.idleInTransactionTimeoutMs',
+    options.idleInTransactionTimeoutMs ?? 60_000,
+    { allowZero: true, max: 2_147_483_647 },
+  );
   const applicationName = options.applicationName ?? 'duetime';
   if (
     typeof applicationName !== 'string' ||
@@ -217,6 +231,9 @@ export function resolveConfig(
     connectionTimeoutMillis: connectionTimeoutMs,
     keepAlive: true,
     application_name: applicationName,
+    ...(idleInTransactionTimeoutMs > 0
+      ? { idle_in_transaction_session_timeout: Math.ceil(idleInTransactionTimeoutMs) }
+      : {}),
   };
   // Like libpq, fall back to the operating-system user when neither the URL nor PGUSER names one (pg
   // would send no user name at all). The URL wins over config fields in pg, so the user goes into it.

@@ -275,3 +275,56 @@ describe('closing', () => {
     await expect(backend.leases.holder('c')).rejects.toBeInstanceOf(ClosedError);
   });
 });
+
+describe('idleInTransactionTimeoutMs', () => {
+  it('rejects a negative or non-numeric timeout, naming the option', async () => {
+    for (const value of [-1, Number.NaN, '1000'] as unknown[]) {
+      const error = await createPostgresBackend(
+        { connectionString: PG_URL },
+        { idleInTransactionTimeoutMs: value as number },
+      ).catch((e: unknown) => e);
+      expect(error).toMatchObject({
+        code: 'DUETIME_INVALID_ARGUMENT',
+        field: 'options.idleInTransactionTimeoutMs',
+      });
+    }
+  });
+
+  it('ends a transaction left idle past the timeout: its locks are released and it never commits', async () => {
+    const schema = schemaFor(freshNamespace());
+    const backend = await createPostgresBackend(
+      { connectionString: urlWithUser(PG_URL) },
+      { schema, idleInTransactionTimeoutMs: 300 },
+    );
+    try {
+      await backend.store.transact(async (tx) => {
+        await tx.sql.query(`CREATE TABLE "${schema}".orders (id text PRIMARY KEY, status text NOT NULL)`);
+      });
+      // A process that freezes inside its transaction, holding the row it inserted.
+      const frozen = backend.store.transact(
+        async (tx) => {
+          await tx.sql.query(`INSERT INTO "${schema}".orders VALUES ('o1', 'frozen')`);
+          await tx.schedule('frozen', new Date(Date.now() + HOUR), msg('o1'));
+          await new Promise((resolve) => setTimeout(resolve, 1500));
+        },
+        { maxRetries: 0 },
+      );
+      const outcome = frozen.then(
+        () => 'committed',
+        (error: unknown) => error,
+      );
+      // Another writer of the same row waits for the frozen one, then goes through once the server ends it.
+      await backend.store.transact(async (tx) => {
+        await tx.sql.query(`INSERT INTO "${schema}".orders VALUES ('o1', 'placed')`);
+      });
+      const result = await outcome;
+      expect(result).toBeInstanceOf(BackendError);
+      expect((await admin.query(`SELECT status FROM "${schema}".orders`)).rows).toEqual([
+        { status: 'placed' },
+      ]);
+      expect(await backend.store.loadSchedule('frozen')).toBeUndefined();
+    } finally {
+      await backend.close();
+    }
+  });
+});

@@ -117,9 +117,10 @@ const chaos: Role = async (args, signal) => {
  * `fenced`: a replica for the pause test. Its declaration `beat` runs every `period` ms. Each run prints
  * `START <occurrence> <epoch> <ms>`, claims its leadership epoch in the store (`CLAIMED …`; from then on no
  * older epoch can write), holds for `hold` ms, and records the occurrence through the fence: `RECORDED`,
- * `ALREADY` (an earlier run recorded it) or `FENCED` (a newer epoch has claimed the store). The write is
- * attempted even after an abort, to show that the fence holds on its own; a fenced run then waits for its
- * signal, which must abort since another leader exists, and prints `ABORTED <occurrence> <code> <reason>`.
+ * `ALREADY` (an earlier run recorded it), `FENCED` (a newer epoch has claimed the store) or `FAILED <code>`
+ * (the write failed: the server ended a frozen session). The write is attempted even after an abort, to
+ * show that the fence holds on its own; a fenced or failed run then waits for its signal, which must abort
+ * since another leader exists, and prints `ABORTED <occurrence> <code> <reason>`.
  */
 const fenced: Role = async (args, signal) => {
   const target = args.target as TargetSpec;
@@ -132,7 +133,7 @@ const fenced: Role = async (args, signal) => {
     const occurrence = invocation.occurrence;
     const say = (what: string) => console.log(`${what} ${occurrence} ${epoch} ${Date.now()}`);
     say('START');
-    let fencedOff = false;
+    let refused: unknown;
     try {
       await claimEpoch(backend.store, epoch);
       say('CLAIMED');
@@ -146,15 +147,19 @@ const fenced: Role = async (args, signal) => {
         }),
       );
     } catch (error) {
-      if (!(error instanceof FencedError)) throw error;
-      fencedOff = true;
-      say('FENCED');
+      if (error instanceof FencedError) say('FENCED');
+      else {
+        // On PostgreSQL the server ends the session of a leader frozen inside a transaction: its write
+        // fails instead of committing late.
+        refused = error;
+        say(`FAILED ${(error as { code?: string }).code ?? '-'}`);
+      }
+      if (!runSignal.aborted) await sleep(30_000, runSignal);
     }
-    if (fencedOff && !runSignal.aborted) await sleep(30_000, runSignal);
     if (runSignal.aborted) {
       const reason = runSignal.reason as { code?: string; reason?: string } | undefined;
       say(`ABORTED ${reason?.code ?? '-'} ${reason?.reason ?? '-'}`);
-    }
+    } else if (refused !== undefined) throw refused;
   };
   scheduler = new Scheduler({
     registry: new Registry(

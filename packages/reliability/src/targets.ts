@@ -15,7 +15,14 @@ export const BACKENDS: readonly BackendName[] = ['sqlite', 'postgres', 'redis', 
  */
 export type TargetSpec =
   | { kind: 'sqlite'; file: string; busyTimeout?: number; synchronous?: 'full' | 'normal' }
-  | { kind: 'postgres'; url: string; schema: string; applicationName: string; poolSize?: number }
+  | {
+      kind: 'postgres';
+      url: string;
+      schema: string;
+      applicationName: string;
+      poolSize?: number;
+      idleInTransactionTimeoutMs?: number;
+    }
   | { kind: 'redis'; url: string; prefix: string; commitRetryWindow?: number }
   | { kind: 'nats'; url: string; prefix: string };
 
@@ -155,6 +162,9 @@ export async function openTarget(spec: TargetSpec, options: OpenOptions = {}): P
           applicationName: spec.applicationName,
           poolSize: spec.poolSize ?? 4,
           connectionTimeoutMs: 5000,
+          ...(spec.idleInTransactionTimeoutMs !== undefined
+            ? { idleInTransactionTimeoutMs: spec.idleInTransactionTimeoutMs }
+            : {}),
         },
       );
     }
