@@ -4,8 +4,8 @@ import { BackendError, InvalidArgumentError } from '@duetime/core';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, describe, expect, it } from 'vitest';
 import { connectNats, createNatsBackend, deleteNatsBackendData, type NatsTarget } from '../src/index.js';
+import { freePort } from '../src/testing.js';
 import { NATS_URL } from './adapter.js';
-import { freePort } from './fixtures/private-server.js';
 
 async function rejection(promise: Promise<unknown>): Promise<unknown> {
   return promise.then(

@@ -67,7 +67,7 @@ describe('several processes on one file', () => {
           tx.schedule(`mine/${i}`, new Date(Date.now() + HOUR), { type: 't', aggregateId: 'm' }),
         );
       // All five got their turn while the other process was still committing back to back.
-      expect(hammer.process.exitCode).toBeNull();
+      expect(hammer.child.exitCode).toBeNull();
       const hammered = Number((await hammer.line(/^HAMMERED /)).split(' ')[1]);
       expect(hammered).toBeGreaterThan(0);
       expect(await hammer.exited).toBe(0);

@@ -1,8 +1,9 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Backend, BackendCapabilities } from '@duetime/core';
+import { type WorkerProcess, watchChild } from './child-process.js';
 
 /** What the suite runs against. */
 export interface ConformanceTarget {
@@ -66,20 +67,6 @@ export async function waitFor<T>(
   }
 }
 
-/** A child process running a role from `worker.ts` against the target's module. */
-export interface WorkerProcess {
-  readonly child: ChildProcess;
-  /** Every stdout line so far. */
-  readonly lines: string[];
-  /** Resolves with the first line (past or future) matching `pattern`. */
-  line(pattern: RegExp, timeoutMs?: number): Promise<string>;
-  /** SIGKILL, and wait for the exit. */
-  kill(): Promise<void>;
-  /** SIGTERM, and wait for the exit; returns the exit code. */
-  stop(timeoutMs?: number): Promise<number | null>;
-  readonly exited: Promise<number | null>;
-}
-
 const workerPath = fileURLToPath(
   new URL(import.meta.url.endsWith('.ts') ? './worker.ts' : './worker.js', import.meta.url),
 );
@@ -134,74 +121,7 @@ export class Harness {
       ],
       { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env } },
     );
-    const lines: string[] = [];
-    const waiters: { pattern: RegExp; resolve: (line: string) => void }[] = [];
-    let buffer = '';
-    let stderr = '';
-    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-      buffer += chunk;
-      for (let i = buffer.indexOf('\n'); i >= 0; i = buffer.indexOf('\n')) {
-        const line = buffer.slice(0, i);
-        buffer = buffer.slice(i + 1);
-        lines.push(line);
-        for (const w of [...waiters]) {
-          if (w.pattern.test(line)) {
-            waiters.splice(waiters.indexOf(w), 1);
-            w.resolve(line);
-          }
-        }
-      }
-    });
-    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
-      stderr = (stderr + chunk).slice(-4000);
-    });
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    const worker: WorkerProcess = {
-      child,
-      lines,
-      exited,
-      line(pattern, timeoutMs = 30_000) {
-        const seen = lines.find((l) => pattern.test(l));
-        if (seen !== undefined) return Promise.resolve(seen);
-        return new Promise((resolve, reject) => {
-          const timer = setTimeout(() => {
-            reject(
-              new Error(
-                `worker ${role} printed no line matching ${pattern} in ${timeoutMs} ms; stderr: ${stderr}`,
-              ),
-            );
-          }, timeoutMs);
-          const waiter = {
-            pattern,
-            resolve: (line: string) => {
-              clearTimeout(timer);
-              resolve(line);
-            },
-          };
-          waiters.push(waiter);
-          void exited.then((code) => {
-            if (waiters.includes(waiter)) {
-              clearTimeout(timer);
-              reject(
-                new Error(`worker ${role} exited (${code}) before printing ${pattern}; stderr: ${stderr}`),
-              );
-            }
-          });
-        });
-      },
-      async kill() {
-        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-        await exited;
-      },
-      async stop(timeoutMs = 20_000) {
-        if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
-        child.kill('SIGTERM');
-        const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-        const code = await exited;
-        clearTimeout(timer);
-        return code;
-      },
-    };
+    const worker = watchChild(child, { label: `worker ${role}` });
     this.#workers.push(worker);
     return worker;
   }

@@ -17,13 +17,13 @@ export {
   type RunEvent,
   recordRun,
 } from './calendar/fixtures.js';
+export { type WatchOptions, type WorkerProcess, watchChild } from './child-process.js';
 export {
   type ConformanceTarget,
   freshNamespace,
   Harness,
   type ResolvedCapabilities,
   resolveCapabilities,
-  type WorkerProcess,
   waitFor,
 } from './harness.js';
 export { appliedCount, effectMessage, effects } from './store/fixtures.js';

@@ -1,5 +1,13 @@
 import { waitFor } from '@duetime/conformance';
-import { type Backend, Dispatcher, every, Registry, Scheduler, storeTarget } from '@duetime/core';
+import {
+  type Backend,
+  Dispatcher,
+  every,
+  Registry,
+  type ScheduleRecord,
+  Scheduler,
+  storeTarget,
+} from '@duetime/core';
 import { ScheduleDriver } from './driver.js';
 import { recordDelivery, tickMessage } from './effects.js';
 import { ErrorTally } from './logging.js';
@@ -31,6 +39,8 @@ export interface OutageRunResult {
   startedAt: number;
   /** Leaderships the scheduler took (it loses leadership in long blackholes). */
   leaderships: number;
+  /** Every finished record the scheduler reported, in order (to explain an audit finding). */
+  records: ScheduleRecord[];
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -51,6 +61,7 @@ export async function runOutages(options: OutageRunOptions): Promise<OutageRunRe
   const stop = new AbortController();
   const stopDriver = new AbortController();
   const reported = new Set<string>();
+  const records: ScheduleRecord[] = [];
   let leaderships = 0;
   try {
     const worker = await openTarget(target, { logger: errors });
@@ -85,6 +96,7 @@ export async function runOutages(options: OutageRunOptions): Promise<OutageRunRe
       drainTimeout: 10_000,
       logger: errors,
       onRecord: (record) => {
+        if (record.state !== 'running') records.push(record);
         if (record.state === 'failed' || record.state === 'skipped') reported.add(record.occurrence);
         if (record.epoch !== undefined && record.epoch !== lastEpoch) {
           lastEpoch = record.epoch;
@@ -126,7 +138,7 @@ export async function runOutages(options: OutageRunOptions): Promise<OutageRunRe
     );
     stop.abort();
     await Promise.all(running);
-    return { driver, outages, total, reported, errors, startedAt, leaderships };
+    return { driver, outages, total, reported, errors, startedAt, leaderships, records };
   } finally {
     stop.abort();
     stopDriver.abort();

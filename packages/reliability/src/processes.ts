@@ -1,9 +1,9 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { WorkerProcess } from '@duetime/conformance';
+import { type WorkerProcess, watchChild } from '@duetime/conformance';
 import { build, type Plugin } from 'esbuild';
 
 /**
@@ -59,14 +59,10 @@ export function workerBundle(): Promise<string> {
   return bundled;
 }
 
-/** A worker process with the last of its standard error kept for failure messages. */
+/** A worker process of the suite: the conformance suite's watched child, with its role and pid. */
 export interface Worker extends WorkerProcess {
   readonly role: string;
   readonly pid: number;
-  /** The last few kilobytes of standard error. */
-  stderr(): string;
-  /** Whether it is still running (not exited, not killed). */
-  alive(): boolean;
 }
 
 /** Starts `role` of the worker (src/worker.ts) with `args`. */
@@ -76,84 +72,11 @@ export async function spawnWorker(role: string, args: Record<string, unknown>): 
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env },
   });
-  return wrap(role, child);
-}
-
-function wrap(role: string, child: ChildProcess): Worker {
-  const lines: string[] = [];
-  const waiters: { pattern: RegExp; resolve: (line: string) => void }[] = [];
-  let buffer = '';
-  let stderr = '';
-  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-    buffer += chunk;
-    for (let i = buffer.indexOf('\n'); i >= 0; i = buffer.indexOf('\n')) {
-      const line = buffer.slice(0, i);
-      buffer = buffer.slice(i + 1);
-      lines.push(line);
-      for (const w of [...waiters])
-        if (w.pattern.test(line)) {
-          waiters.splice(waiters.indexOf(w), 1);
-          w.resolve(line);
-        }
-    }
+  const watched = watchChild(child, {
+    label: `worker ${role}`,
+    lineTimeoutMs: 60_000,
+    stopTimeoutMs: 30_000,
+    stderrChars: 6000,
   });
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
-    stderr = (stderr + chunk).slice(-6000);
-  });
-  let exitedFlag = false;
-  const exited = new Promise<number | null>((resolve) =>
-    child.once('exit', (code) => {
-      exitedFlag = true;
-      resolve(code);
-    }),
-  );
-  return {
-    role,
-    pid: child.pid ?? -1,
-    child,
-    lines,
-    exited,
-    stderr: () => stderr,
-    alive: () => !exitedFlag && child.exitCode === null && child.signalCode === null,
-    line(pattern, timeoutMs = 60_000) {
-      const seen = lines.find((l) => pattern.test(l));
-      if (seen !== undefined) return Promise.resolve(seen);
-      return new Promise((resolve, reject) => {
-        const waiter = {
-          pattern,
-          resolve: (line: string) => {
-            clearTimeout(timer);
-            resolve(line);
-          },
-        };
-        const timer = setTimeout(() => {
-          waiters.splice(waiters.indexOf(waiter), 1);
-          reject(
-            new Error(
-              `worker ${role} printed no line matching ${pattern} in ${timeoutMs} ms; stderr: ${stderr}`,
-            ),
-          );
-        }, timeoutMs);
-        waiters.push(waiter);
-        void exited.then((code) => {
-          if (!waiters.includes(waiter)) return;
-          waiters.splice(waiters.indexOf(waiter), 1);
-          clearTimeout(timer);
-          reject(new Error(`worker ${role} exited (${code}) before printing ${pattern}; stderr: ${stderr}`));
-        });
-      });
-    },
-    async kill() {
-      if (!exitedFlag && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      await exited;
-    },
-    async stop(timeoutMs = 30_000) {
-      if (exitedFlag || child.exitCode !== null || child.signalCode !== null) return child.exitCode;
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-      const code = await exited;
-      clearTimeout(timer);
-      return code;
-    },
-  };
+  return Object.assign(watched, { role, pid: child.pid ?? -1 });
 }

@@ -1,10 +1,10 @@
+import { PrivateNatsServer } from '@duetime/backend-nats/testing';
 import { freshNamespace } from '@duetime/conformance';
 import { describe, expect, it } from 'vitest';
 import { audit, describeFigures } from '../src/audit.js';
 import { collect, drainDue } from '../src/collect.js';
 import { createEffectTable } from '../src/effects.js';
 import { SIZES, selectedBackends } from '../src/mode.js';
-import { PrivateNatsServer } from '../src/nats-server.js';
 import { OUTAGE_SCHEDULE, OUTAGE_SCOPE, runOutages } from '../src/outage-run.js';
 import {
   type FaultInjector,
@@ -52,7 +52,7 @@ async function injectorFor(target: TargetSpec): Promise<FaultInjector> {
         ...injector,
         async close() {
           await injector.close();
-          await server.close();
+          await server.dispose();
         },
       };
     }
@@ -76,7 +76,7 @@ describe.each(selectedBackends(BACKENDS))('outages on %s', (kind) => {
         random: new Random(seed).fork(`outages:${kind}`),
         outages: SIZES.outages,
         period: PERIOD,
-        log: (line) => console.log(`${label} ${line}`),
+        log: (line) => console.log(`${label} ${new Date().toISOString()} ${line}`),
       });
       const lastDeadline = Math.max(
         0,
@@ -116,6 +116,11 @@ describe.each(selectedBackends(BACKENDS))('outages on %s', (kind) => {
         untypedErrors: run.errors.untypedCount,
       });
       const problems = figures.problems.join('\n');
+      if (figures.ticksLost > 0)
+        for (const r of run.records)
+          console.log(
+            `${label} record ${r.intendedAt.toISOString()} ${r.occurrence} ${r.origin} ${r.state} ${r.reason ?? ''} count=${r.count ?? 1} epoch=${r.epoch} ${r.error ?? ''} ${r.detail ?? ''}`,
+          );
       expect(run.total).toBe(SIZES.outages);
       expect(run.errors.untyped, 'errors that are not DuetimeErrors').toEqual([]);
       expect(figures.lost, problems).toBe(0);
