@@ -22,14 +22,12 @@ export function isStreamNotFound(error: unknown): boolean {
 }
 
 /**
- * Whether a retry later may succeed: the connection is down or reconnecting, the request timed out, the
- * server is restarting (no responders for the JetStream API), or it reported itself unavailable.
+ * Whether the failure is of the connection or of a server that is briefly away, so a retry later may
+ * succeed: the connection is down or reconnecting, the request timed out, the server is restarting (no
+ * responders for the JetStream API), or JetStream reported itself unavailable (503).
  */
-export function isTransientNatsError(error: unknown): boolean {
-  if (error instanceof JetStreamApiError) {
-    // 503: JetStream temporarily unavailable; a stream missing right after a restart is still loading.
-    return error.status === 503 || error.code === JS_STREAM_NOT_FOUND;
-  }
+export function isConnectionLevelError(error: unknown): boolean {
+  if (error instanceof JetStreamApiError) return error.status === 503;
   return (
     error instanceof errors.TimeoutError ||
     error instanceof errors.ConnectionError ||
@@ -39,6 +37,14 @@ export function isTransientNatsError(error: unknown): boolean {
     error instanceof errors.ClosedConnectionError ||
     isJetStreamNotAnswering(error)
   );
+}
+
+/**
+ * Whether a retry later may succeed for the backend: a connection-level failure, or one of its own
+ * streams missing (right after a restart the server is still loading it).
+ */
+export function isTransientNatsError(error: unknown): boolean {
+  return isConnectionLevelError(error) || apiCode(error) === JS_STREAM_NOT_FOUND;
 }
 
 /** The client's "jetstream is not enabled" error: no responders on the JetStream API (often a restart). */
