@@ -66,8 +66,14 @@ describe.each(selectedBackends(BACKENDS))('a leader paused past its lease on %s'
       let pausedAt = 0;
       let blockedPauses = 0;
       for (;;) {
-        const leading = await waitFor('a leader that is recording runs', () =>
-          workers.find((w) => isLeader(w) && said(w, 'RECORDED').some((s) => s.at > Date.now() - 2000)),
+        // A leader recording runs, with one in flight (started, not finished) to be caught by the pause.
+        const leading = await waitFor('a leader that is recording runs, one in flight', () =>
+          workers.find(
+            (w) =>
+              isLeader(w) &&
+              said(w, 'RECORDED').some((s) => s.at > Date.now() - 2000) &&
+              runningNow(w).length > 0,
+          ),
         );
         paused = leading;
         other = workers.find((w) => w !== leading) as Worker;
@@ -203,6 +209,18 @@ function linesSince(worker: Worker, since: number): string {
 function isLeader(worker: Worker): boolean {
   const last = worker.lines.findLast((l) => l.startsWith('LEADER ') || l.startsWith('FOLLOWER '));
   return last?.startsWith('LEADER ') ?? false;
+}
+
+/** Occurrences the worker started and has not finished (no outcome line yet). */
+function runningNow(worker: Worker): string[] {
+  const finished = new Set(
+    ['RECORDED', 'ALREADY', 'FENCED', 'FAILED', 'ABORTED'].flatMap((word) =>
+      said(worker, word).map((s) => s.occurrence),
+    ),
+  );
+  return said(worker, 'START')
+    .map((s) => s.occurrence)
+    .filter((occurrence) => !finished.has(occurrence));
 }
 
 function aborted(worker: Worker, occurrence: string): boolean {
