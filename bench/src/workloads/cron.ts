@@ -33,7 +33,7 @@ export async function cronWorkload(ctx: BenchContext): Promise<Row[]> {
   for (const name of [...new Set(data.results.map((r) => r.case))]) {
     const group = data.results.filter((r) => r.case === name);
     const own = group.find((r) => r.library === 'duetime')!;
-    const metric = `next(): ${own.expression} in ${own.zone}`;
+    const metric = `next(): \`${own.expression}\` in ${own.zone}`;
     for (const r of group) {
       const row: Row = {
         workload: 'cron',
