@@ -45,8 +45,7 @@ export class PrivateNatsServer {
   readonly binary: string;
   readonly #startTimeoutMs: number;
   #child: ChildProcess | undefined;
-  /** How many times it was started again. */
-  restarts = 0;
+  #restarts = 0;
 
   private constructor(port: number, options: PrivateNatsServerOptions) {
     this.port = port;
@@ -54,6 +53,11 @@ export class PrivateNatsServer {
     this.url = `nats://127.0.0.1:${port}`;
     this.binary = options.binary ?? process.env.DUETIME_NATS_SERVER_BIN ?? 'nats-server';
     this.#startTimeoutMs = options.startTimeoutMs ?? 20_000;
+  }
+
+  /** How many times {@link restart} started it again. */
+  get restarts(): number {
+    return this.#restarts;
   }
 
   /** Starts a server and waits until it answers with JetStream enabled. */
@@ -111,7 +115,7 @@ export class PrivateNatsServer {
     await this.kill();
     if (downMs > 0) await new Promise((resolve) => setTimeout(resolve, downMs));
     await this.#launch();
-    this.restarts++;
+    this.#restarts++;
   }
 
   /** Kills the server process (SIGKILL: a crash, not a shutdown) and waits for it to exit. */
