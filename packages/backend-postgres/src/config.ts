@@ -116,6 +116,17 @@ function connectionString(value: unknown): string {
     throw new InvalidArgumentError(field, redactUrl(value), 'must start with postgres:// or postgresql://');
   if (!url.hostname && !url.searchParams.get('host'))
     throw new InvalidArgumentError(field, redactUrl(value), 'names no host (postgres://host:5432/database)');
+  // pg reads the URL with its own parser, which refuses some URLs that WHATWG accepts (an IPv6 host in a
+  // URL that also holds a space or a stray '%', for one): ask it now, so the error is typed and names the field.
+  try {
+    new pg.Client({ connectionString: value });
+  } catch (error) {
+    throw new InvalidArgumentError(
+      field,
+      redactUrl(value),
+      `cannot be read by pg (${error instanceof Error ? error.message : String(error)}); percent-encode spaces and '%' in it`,
+    );
+  }
   return value;
 }
 
