@@ -9,8 +9,9 @@ import {
 } from '@nats-io/jetstream';
 import { headers, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { parseCron6 } from './cron.js';
+import { deleteOnSubject, deleteSequence } from './delete.js';
 import { type DueEntry, DueHeap } from './due-heap.js';
-import { isNotFound, isWrongLastSequence } from './errors.js';
+import { isWrongLastSequence } from './errors.js';
 import { H } from './headers.js';
 import { PumpLease } from './lease.js';
 import type { SubjectLayout } from './subjects.js';
@@ -47,6 +48,9 @@ const IDLE_MS = 1_000;
  * same id, which the stream drops inside its dedup window. A cron tick found later than `missedTickGrace`
  * (always below the window) is skipped instead, so a cron tick is never fired twice; a one-shot timer is
  * always fired, however late, so it is never lost.
+ *
+ * Definitions are removed message by message, never purged or rolled up (see delete.ts): on NATS 2.9 a
+ * subject purge would move the follower past definitions it has not read yet, and they would never fire.
  */
 export class EmulatedPump {
   readonly #o: PumpOptions;
@@ -254,7 +258,7 @@ class PumpRun {
         this.#heap.push(entry);
         return;
       }
-      if (entry.kind === 'once' && (await this.#superseded(entry.seq, msg.subject))) return;
+      if (await this.#superseded(entry, msg.subject)) return;
       if (entry.kind === 'once') await this.#fireOnce(entry.seq, msg.subject, msg.header, msg.data);
       else await this.#fireCron(entry.seq, msg.subject, msg.header, msg.data);
     } catch (error) {
@@ -265,24 +269,21 @@ class PumpRun {
   }
 
   /**
-   * An `atId` subject (timer id starting with `=`) may hold an older definition under a newer one: the
-   * newer replaces it, so the older is deleted unfired. Other timer subjects hold one definition each.
+   * A cron subject, and an `atId` subject (timer id starting with `=`), may hold an older definition under
+   * a newer one (definitions are never rolled up: see delete.ts): the newer replaces it, so the older is
+   * deleted unfired. Other timer subjects hold one definition each.
    */
-  async #superseded(seq: number, subject: string): Promise<boolean> {
-    if (!subject.slice(subject.lastIndexOf('.') + 1).startsWith('=')) return false;
+  async #superseded(entry: DueEntry, subject: string): Promise<boolean> {
+    if (entry.kind === 'once' && !isAtIdSubject(subject)) return false;
     const jsm = this.#jsm as JetStreamManager;
     const last = await jsm.streams.getMessage(this.#o.stream, { last_by_subj: subject });
-    if (!last || last.seq === seq) return false;
-    await this.#delete(seq);
+    if (!last || last.seq === entry.seq) return false;
+    await this.#delete(entry.seq);
     return true;
   }
 
   async #delete(seq: number): Promise<void> {
-    try {
-      await (this.#jsm as JetStreamManager).streams.deleteMessage(this.#o.stream, seq, false);
-    } catch (error) {
-      if (!isNotFound(error)) throw error;
-    }
+    await deleteSequence(this.#jsm as JetStreamManager, this.#o.stream, seq);
   }
 
   async #fireOnce(seq: number, subject: string, def: MsgHdrs, data: Uint8Array): Promise<void> {
@@ -293,8 +294,11 @@ class PumpRun {
     out.set(H.due, due);
     await this.#js.publish(def.get(H.target), data, { headers: out, msgID: `o:${timer}@${due}` });
     this.#onFired();
-    // Purge rather than delete: an `atId` subject may also hold older definitions this one replaced.
-    await (this.#jsm as JetStreamManager).streams.purge(this.#o.stream, { filter: subject, seq: seq + 1 });
+    // An `atId` subject may also hold older definitions this one replaced: they go first, so that none of
+    // them is ever the newest left on the subject (it would fire).
+    if (isAtIdSubject(subject))
+      await deleteOnSubject(this.#jsm as JetStreamManager, this.#o.stream, subject, seq);
+    await this.#delete(seq);
   }
 
   async #fireCron(seq: number, subject: string, def: MsgHdrs, data: Uint8Array): Promise<void> {
@@ -313,16 +317,21 @@ class PumpRun {
     const next = parseCron6(expr).next(new Date(Math.max(now, due)));
     const advanced = headers();
     for (const [k, v] of def) if (k.startsWith('Duetime-')) for (const value of v) advanced.append(k, value);
-    advanced.set(H.rollup, 'sub');
     advanced.set(H.due, String(next?.getTime() ?? ''));
-    if (!next) {
-      await this.#delete(seq);
-      return;
+    if (next) {
+      // The advanced definition goes in only if this one is still the newest; then this one is deleted (a
+      // crash in between leaves both, and the older is deleted unfired when it falls due: #superseded).
+      try {
+        await this.#js.publish(subject, data, { headers: advanced, expect: { lastSubjectSequence: seq } });
+      } catch (error) {
+        if (!isWrongLastSequence(error)) throw error; // replaced meanwhile: the new definition is followed
+      }
     }
-    try {
-      await this.#js.publish(subject, data, { headers: advanced, expect: { lastSubjectSequence: seq } });
-    } catch (error) {
-      if (!isWrongLastSequence(error)) throw error; // replaced meanwhile: the new definition is followed
-    }
+    await this.#delete(seq);
   }
+}
+
+/** Whether a one-shot definition's subject names an `atId` timer (its id token starts with `=`). */
+function isAtIdSubject(subject: string): boolean {
+  return subject.slice(subject.lastIndexOf('.') + 1).startsWith('=');
 }

@@ -27,6 +27,7 @@ import {
   type FiredHandler,
 } from './consume.js';
 import { parseCron6 } from './cron.js';
+import { deleteOnSubject } from './delete.js';
 import { apiCode, isNotFound, JS_SCHEDULE_PATTERN_INVALID, toBackendError } from './errors.js';
 import { H } from './headers.js';
 import {
@@ -263,13 +264,16 @@ export class JetStreamScheduler {
     h.set(H.cron, nameToken);
     h.set(H.cronExpr, expression);
     h.set(H.target, target);
-    h.set(H.rollup, 'sub');
     if (setup.cronMode === 'native') {
+      h.set(H.rollup, 'sub');
       h.set(H.schedule, expression);
       h.set(H.scheduleTarget, target);
     } else h.set(H.due, String(next.getTime()));
     try {
       const ack = await this.#publish('define a cron schedule', subject, body, h, undefined);
+      // Emulated: the earlier definitions of the name are deleted one by one, not rolled up (see
+      // delete.ts); until they are, the pump fires only the newest definition of a subject.
+      if (setup.cronMode === 'emulated') await this.#deleteOn(subject, ack.seq);
       return { name, key, expression, next, subject, sequence: ack.seq };
     } catch (error) {
       if (apiCode((error as Error).cause) === JS_SCHEDULE_PATTERN_INVALID)
@@ -281,12 +285,15 @@ export class JetStreamScheduler {
   /** Removes the cron definition `name` (no-op if absent). Returns whether one was removed. */
   async cancelCron(name: string): Promise<boolean> {
     const subject = this.#layout.cron(tokenFor('name', name, 'name'));
-    return (await this.#purge(subject)) > 0;
+    const setup = await this.#ready();
+    return (await (setup.cronMode === 'native' ? this.#purge(subject) : this.#deleteOn(subject))) > 0;
   }
 
   /** Removes every pending one-shot timer of `key`; returns how many. Fired messages are untouched. */
   async cancelTimers(key: string): Promise<number> {
-    return this.#purge(this.#layout.onceForKey(tokenFor('key', key, 'key')));
+    const subject = this.#layout.onceForKey(tokenFor('key', key, 'key'));
+    const setup = await this.#ready();
+    return setup.mode === 'native' ? this.#purge(subject) : this.#deleteOn(subject);
   }
 
   /** The subject `key`'s timers and cron ticks fire to: `<prefix>.sched.fire.<encoded key>`. */
@@ -415,6 +422,15 @@ export class JetStreamScheduler {
       return await this.#js.publish(subject, body, { headers: h, ...(msgID ? { msgID } : {}) });
     } catch (error) {
       throw toBackendError(`${operation} on ${subject}`, error);
+    }
+  }
+
+  /** Deletes the messages on `subject` below `below`, one by one: the emulated mode's purge (delete.ts). */
+  async #deleteOn(subject: string, below?: number): Promise<number> {
+    try {
+      return await deleteOnSubject(this.#jsm as JetStreamManager, this.#o.stream, subject, below);
+    } catch (error) {
+      throw toBackendError(`delete ${subject}`, error);
     }
   }
 
