@@ -339,5 +339,28 @@ for (const mode of MODE_CASES) {
       expect(await jsm.streams.getMessage(scheduler.stream, { last_by_subj: cron.subject })).not.toBeNull();
       expect(await scheduler.reclaimFired('reclaim')).toBe(0);
     });
+
+    it('reclaimFired() leaves fires its consumer has not been handed yet deliverable', async () => {
+      const scheduler = harness.scheduler(mode.options);
+      const first = await collect(scheduler, 'lagging');
+      for (let i = 0; i < 2; i++) await scheduler.after(`early/${i}`, 10, i);
+      await waitFor('the early fires', () => first.firedIds().length === 2);
+      await first.stop();
+      const jsm = await jetstreamManager(nc);
+      await waitFor(
+        'the early acks',
+        async () => (await jsm.consumers.info(scheduler.stream, 'lagging')).ack_floor.consumer_seq >= 2,
+      );
+      // Fired while nobody pulls from the durable: stored, not delivered.
+      for (let i = 0; i < 3; i++) await scheduler.after(`late/${i}`, 10, i);
+      await waitFor(
+        'the late fires to be stored',
+        async () => (await jsm.consumers.info(scheduler.stream, 'lagging')).num_pending >= 3,
+      );
+      expect(await scheduler.reclaimFired('lagging')).toBe(2);
+      const second = await collect(scheduler, 'lagging');
+      await waitFor('the late fires', () => second.firedIds().length === 3);
+      expect(second.calls.map((call) => call.key).sort()).toEqual(['late/0', 'late/1', 'late/2']);
+    });
   });
 }
