@@ -1,4 +1,4 @@
-import { BackendError, DuetimeError, InvalidArgumentError, type Logger } from '@duetime/core';
+import { BackendError, DuetimeError, InvalidArgumentError, type Logger, MAX_TIMER_MS } from '@duetime/core';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 
 /**
@@ -99,8 +99,12 @@ export async function connectNats(
 ): Promise<NatsConnection> {
   const targets = parseServers(servers, options.field ?? 'servers');
   const timeout = options.connectTimeoutMs ?? 5000;
-  if (!Number.isFinite(timeout) || timeout <= 0)
-    throw new InvalidArgumentError('connectTimeoutMs', timeout, 'must be a positive number of milliseconds');
+  if (typeof timeout !== 'number' || !Number.isFinite(timeout) || timeout <= 0 || timeout > MAX_TIMER_MS)
+    throw new InvalidArgumentError(
+      'connectTimeoutMs',
+      timeout,
+      `must be a positive number of milliseconds, at most ${MAX_TIMER_MS} (about 24.8 days)`,
+    );
   const operation = `connect to ${describeTargets(targets)}`;
   let timer: NodeJS.Timeout | undefined;
   const attempt = connect({

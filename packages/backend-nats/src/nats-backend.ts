@@ -3,8 +3,10 @@ import {
   type Backend,
   type Clock,
   createStore,
+  duration,
   InvalidArgumentError,
   type Logger,
+  MAX_TIMER_MS,
   positiveInteger,
   type Store,
   silentLogger,
@@ -83,8 +85,11 @@ export interface NatsBackend extends Backend<undefined> {
 
 const DUPLICATE_WINDOW_MS = 120_000;
 
+/** An optional whole number of milliseconds that goes to a timer: positive, at most {@link MAX_TIMER_MS}. */
 function optionalPositive(field: string, value: unknown, fallback: number): number {
-  return value === undefined ? fallback : positiveInteger(field, value);
+  return value === undefined
+    ? fallback
+    : duration(field, positiveInteger(field, value), { max: MAX_TIMER_MS });
 }
 
 /**

@@ -53,6 +53,10 @@ describe('createNatsBackend: bad input and unreachable servers', () => {
     [{ requestTimeoutMs: -1 }, 'options.requestTimeoutMs'],
     [{ commitTimeoutMs: 1.5 }, 'options.commitTimeoutMs'],
     [{ stallMs: 0 }, 'options.stallMs'],
+    // Longer than a Node.js timer keeps: it would fire after 1 ms.
+    [{ requestTimeoutMs: 2 ** 31 }, 'options.requestTimeoutMs'],
+    [{ commitTimeoutMs: 2 ** 31 }, 'options.commitTimeoutMs'],
+    [{ connectTimeoutMs: 2 ** 31 }, 'connectTimeoutMs'],
     [{ storage: 'disk' }, 'options.storage'],
   ])('rejects options %j with an InvalidArgumentError naming %s', async (options, field) => {
     const error = await rejection(createNatsBackend({ servers: NATS_URL }, options as never));

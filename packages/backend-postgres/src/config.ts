@@ -4,6 +4,7 @@ import {
   duration,
   InvalidArgumentError,
   type Logger,
+  MAX_TIMER_MS,
   positiveInteger,
   silentLogger,
   systemClock,
@@ -170,12 +171,14 @@ export function resolveConfig(
   if (typeof options !== 'object' || options === null)
     throw new InvalidArgumentError('options', options, 'must be an object');
   const schema = schemaName(options.schema ?? 'duetime');
-  const connectionTimeoutMs = duration('options.connectionTimeoutMs', options.connectionTimeoutMs ?? 10_000);
+  const connectionTimeoutMs = duration('options.connectionTimeoutMs', options.connectionTimeoutMs ?? 10_000, {
+    max: MAX_TIMER_MS,
+  });
   const poolSize = positiveInteger('options.poolSize', options.poolSize ?? 10);
   const idleInTransactionTimeoutMs = duration(
     'options.idleInTransactionTimeoutMs',
     options.idleInTransactionTimeoutMs ?? 60_000,
-    { allowZero: true, max: 2_147_483_647 },
+    { allowZero: true, max: MAX_TIMER_MS },
   );
   const applicationName = options.applicationName ?? 'duetime';
   if (

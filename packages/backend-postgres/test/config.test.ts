@@ -47,6 +47,7 @@ describe('configuration errors', () => {
     [{ poolSize: 0 }, 'options.poolSize'],
     [{ poolSize: 2.5 }, 'options.poolSize'],
     [{ connectionTimeoutMs: -1 }, 'options.connectionTimeoutMs'],
+    [{ connectionTimeoutMs: 2 ** 31 }, 'options.connectionTimeoutMs'],
     [{ migrate: 'yes' }, 'options.migrate'],
     [{ applicationName: 'bad\nname' }, 'options.applicationName'],
     [{ clock: {} }, 'options.clock'],

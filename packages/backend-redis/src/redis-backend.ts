@@ -7,6 +7,7 @@ import {
   duration,
   InvalidArgumentError,
   type Logger,
+  MAX_TIMER_MS,
   silentLogger,
 } from '@duetime/core';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
@@ -75,12 +76,18 @@ export async function createRedisBackend(
   if (typeof options !== 'object' || options === null)
     throw new InvalidArgumentError('options', options, 'must be an object');
   const prefix = storePrefix(options.prefix ?? 'duetime');
-  const connectTimeout = duration('options.connectTimeout', options.connectTimeout ?? 5000);
-  const startupTimeout = duration('options.startupTimeout', options.startupTimeout ?? 10_000);
+  const connectTimeout = duration('options.connectTimeout', options.connectTimeout ?? 5000, {
+    max: MAX_TIMER_MS,
+  });
+  const startupTimeout = duration('options.startupTimeout', options.startupTimeout ?? 10_000, {
+    max: MAX_TIMER_MS,
+  });
   const commitRetryWindow = duration('options.commitRetryWindow', options.commitRetryWindow ?? 15_000, {
     allowZero: true,
   });
-  const commandTimeout = duration('options.commandTimeout', options.commandTimeout ?? 30_000);
+  const commandTimeout = duration('options.commandTimeout', options.commandTimeout ?? 30_000, {
+    max: MAX_TIMER_MS,
+  });
   const claimTtl = claimSetting(options.claims);
   const logger = options.logger ?? silentLogger;
 
@@ -192,5 +199,5 @@ function claimSetting(claims: RedisBackendOptions['claims']): number | undefined
   if (claims === false) return undefined;
   if (typeof claims !== 'object' || claims === null)
     throw new InvalidArgumentError('options.claims', claims, 'must be a boolean or { ttl }');
-  return duration('options.claims.ttl', claims.ttl ?? 5000);
+  return duration('options.claims.ttl', claims.ttl ?? 5000, { max: MAX_TIMER_MS });
 }

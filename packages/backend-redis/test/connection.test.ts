@@ -62,6 +62,11 @@ describe('configuration errors', () => {
     [{ claims: { ttl: 0 } }, 'options.claims.ttl'],
     [{ claims: 'yes' }, 'options.claims'],
     [{ commitRetryWindow: -5 }, 'options.commitRetryWindow'],
+    // Longer than a Node.js timer keeps: it would fire after 1 ms.
+    [{ connectTimeout: 2 ** 31 }, 'options.connectTimeout'],
+    [{ startupTimeout: 2 ** 31 }, 'options.startupTimeout'],
+    [{ commandTimeout: 2 ** 31 }, 'options.commandTimeout'],
+    [{ claims: { ttl: 2 ** 31 } }, 'options.claims.ttl'],
   ])('rejects options %j naming %s', async (options, field) => {
     const error = await createRedisBackend({ url: redisUrl }, options as never).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InvalidArgumentError);

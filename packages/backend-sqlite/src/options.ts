@@ -5,6 +5,7 @@ import {
   duration,
   InvalidArgumentError,
   type Logger,
+  MAX_TIMER_MS,
   silentLogger,
   systemClock,
 } from '@duetime/core';
@@ -121,7 +122,7 @@ export function resolveOptions(options: SqliteBackendOptions | undefined): Resol
     logger,
     busyTimeout: duration('options.busyTimeout', o.busyTimeout ?? 5000, {
       allowZero: true,
-      max: 2_147_483_647,
+      max: MAX_TIMER_MS,
     }),
     tablePrefix,
     watchInterval: duration('options.watchInterval', o.watchInterval ?? 50, { max: 60_000 }),

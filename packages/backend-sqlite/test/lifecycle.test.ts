@@ -35,6 +35,7 @@ describe('options', () => {
       ['options.tablePrefix', good, 'x'.repeat(33), { tablePrefix: 'x'.repeat(33) }],
       ['options.busyTimeout', good, -1, { busyTimeout: -1 }],
       ['options.busyTimeout', good, Number.NaN, { busyTimeout: Number.NaN }],
+      ['options.busyTimeout', good, 2 ** 31, { busyTimeout: 2 ** 31 }],
       ['options.watchInterval', good, 0, { watchInterval: 0 }],
       ['options.synchronous', good, 'off', { synchronous: 'off' }],
       ['options.clock', good, undefined, { clock: {} }],

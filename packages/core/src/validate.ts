@@ -57,7 +57,14 @@ export function validDate(field: string, value: unknown): Date {
   return new Date(time);
 }
 
-/** Validates a duration in milliseconds: a finite number, positive unless `allowZero`. */
+/**
+ * The longest delay a Node.js timer keeps: 2^31 − 1 ms, about 24.8 days. A longer `setTimeout` fires after
+ * 1 ms instead (with a `TimeoutOverflowWarning`), so a duration handed to a timer, to a driver's timeout
+ * option or to a server setting in milliseconds is validated with `{ max: MAX_TIMER_MS }`.
+ */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+/** Validates a duration in milliseconds: a finite number, positive unless `allowZero`, at most `max`. */
 export function duration(
   field: string,
   value: unknown,
@@ -72,7 +79,13 @@ export function duration(
       options.allowZero ? 'must not be negative' : 'must be positive',
     );
   if (options.max !== undefined && value > options.max)
-    throw new InvalidArgumentError(field, value, `must be at most ${options.max}`);
+    throw new InvalidArgumentError(
+      field,
+      value,
+      options.max === MAX_TIMER_MS
+        ? `must be at most ${MAX_TIMER_MS} ms (about 24.8 days, the longest timer Node.js keeps)`
+        : `must be at most ${options.max}`,
+    );
   return value;
 }
 

@@ -1,4 +1,4 @@
-import { duration, InvalidArgumentError, type Logger, positiveInteger } from '@duetime/core';
+import { duration, InvalidArgumentError, type Logger, MAX_TIMER_MS, positiveInteger } from '@duetime/core';
 import {
   AckPolicy,
   DeliverPolicy,
@@ -95,11 +95,15 @@ export async function consumeFired(
     throw new InvalidArgumentError('onDeadLetter', onDeadLetter, 'must be a function');
   if (typeof handler !== 'function') throw new InvalidArgumentError('handler', handler, 'must be a function');
   const concurrency = positiveInteger('options.concurrency', options.concurrency ?? 1);
-  const retryDelay = duration('options.retryDelay', options.retryDelay ?? 1_000, { allowZero: true });
+  const retryDelay = duration('options.retryDelay', options.retryDelay ?? 1_000, {
+    allowZero: true,
+    max: MAX_TIMER_MS,
+  });
   const maxRetryDelay = duration('options.maxRetryDelay', options.maxRetryDelay ?? 60_000, {
     allowZero: true,
+    max: MAX_TIMER_MS,
   });
-  const ackWait = duration('options.ackWait', options.ackWait ?? 30_000);
+  const ackWait = duration('options.ackWait', options.ackWait ?? 30_000, { max: MAX_TIMER_MS });
   if (ackWait < 1_000) throw new InvalidArgumentError('options.ackWait', ackWait, 'must be at least 1000 ms');
 
   await ensureDurable(ctx, durable, ackWait);

@@ -57,6 +57,31 @@ describe('JetStream scheduler, bad input and unreachable servers', () => {
         0,
       ],
       [() => s.reclaimFired('no-such-durable'), 'durable', 'no-such-durable'],
+      // Longer than a Node.js timer keeps (its keep-alive interval would run every millisecond).
+      [
+        () =>
+          s.consumeFired(
+            'd',
+            3,
+            () => {},
+            () => {},
+            { ackWait: 2 ** 31 },
+          ),
+        'options.ackWait',
+        2 ** 31,
+      ],
+      [
+        () =>
+          s.consumeFired(
+            'd',
+            3,
+            () => {},
+            () => {},
+            { maxRetryDelay: 2 ** 31 },
+          ),
+        'options.maxRetryDelay',
+        2 ** 31,
+      ],
     ];
     for (const [call, field, value] of cases) {
       const error = await call().then(
