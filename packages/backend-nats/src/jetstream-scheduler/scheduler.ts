@@ -272,8 +272,15 @@ export class JetStreamScheduler {
     try {
       const ack = await this.#publish('define a cron schedule', subject, body, h, undefined);
       // Emulated: the earlier definitions of the name are deleted one by one, not rolled up (see
-      // delete.ts); until they are, the pump fires only the newest definition of a subject.
-      if (setup.cronMode === 'emulated') await this.#deleteOn(subject, ack.seq);
+      // delete.ts). The pump fires only the newest definition of a subject and deletes older ones it
+      // meets, so this clean-up may fail without harm: the definition is in.
+      if (setup.cronMode === 'emulated')
+        await this.#deleteOn(subject, ack.seq).catch((error: unknown) =>
+          this.#o.logger.warn('jetstream scheduler: older cron definitions left for the pump to delete', {
+            subject,
+            error,
+          }),
+        );
       return { name, key, expression, next, subject, sequence: ack.seq };
     } catch (error) {
       if (apiCode((error as Error).cause) === JS_SCHEDULE_PATTERN_INVALID)
