@@ -1,4 +1,11 @@
-import { BackendError, DuetimeError, InvalidArgumentError, type Logger, MAX_TIMER_MS } from '@duetime/core';
+import {
+  BackendError,
+  DuetimeError,
+  duration,
+  InvalidArgumentError,
+  type Logger,
+  MAX_TIMER_MS,
+} from '@duetime/core';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 
 /**
@@ -98,13 +105,7 @@ export async function connectNats(
   options: ConnectNatsOptions & { field?: string } = {},
 ): Promise<NatsConnection> {
   const targets = parseServers(servers, options.field ?? 'servers');
-  const timeout = options.connectTimeoutMs ?? 5000;
-  if (typeof timeout !== 'number' || !Number.isFinite(timeout) || timeout <= 0 || timeout > MAX_TIMER_MS)
-    throw new InvalidArgumentError(
-      'connectTimeoutMs',
-      timeout,
-      `must be a positive number of milliseconds, at most ${MAX_TIMER_MS} (about 24.8 days)`,
-    );
+  const timeout = duration('connectTimeoutMs', options.connectTimeoutMs ?? 5000, { max: MAX_TIMER_MS });
   const operation = `connect to ${describeTargets(targets)}`;
   let timer: NodeJS.Timeout | undefined;
   const attempt = connect({
