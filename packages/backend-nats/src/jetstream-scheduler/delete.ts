@@ -1,5 +1,5 @@
 import type { JetStreamManager, MsgRequest, StoredMsg } from '@nats-io/jetstream';
-import { isNotFound } from './errors.js';
+import { apiCode, isNotFound, JS_MESSAGE_DELETE_FAILED } from './errors.js';
 
 /**
  * Why definitions the emulated pump follows are removed one message at a time, never by a subject purge
@@ -22,14 +22,27 @@ export async function nextOnSubject(
   return jsm.streams.getMessage(stream, query);
 }
 
-/** Deletes the message at `seq`; false when it was already gone. */
+/** Deletes the message at `seq`; false when it was already gone (another process deleted it first). */
 export async function deleteSequence(jsm: JetStreamManager, stream: string, seq: number): Promise<boolean> {
   try {
     return await jsm.streams.deleteMessage(stream, seq, false);
   } catch (error) {
-    if (isNotFound(error)) return false;
+    if (isNotFound(error) || isAlreadyGone(error)) return false;
     throw error;
   }
+}
+
+/**
+ * The server refuses to delete a message that is not there with error 10057 ("message delete failed"),
+ * saying "no message found" (deleted already) or "stream store EOF" (a sequence never written), on 2.9
+ * and 2.15 alike; the same code also covers real failures, told apart by that text.
+ */
+function isAlreadyGone(error: unknown): boolean {
+  return (
+    apiCode(error) === JS_MESSAGE_DELETE_FAILED &&
+    error instanceof Error &&
+    /no message found|store EOF/i.test(error.message)
+  );
 }
 
 /**

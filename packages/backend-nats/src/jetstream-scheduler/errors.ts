@@ -11,6 +11,8 @@ import {
 export { apiCode, isWrongLastSequence };
 export const JS_CONSUMER_NOT_FOUND = 10014;
 export const JS_SCHEDULE_PATTERN_INVALID = 10189;
+/** "message delete failed": the message to delete is not there, or the store refused. */
+export const JS_MESSAGE_DELETE_FAILED = 10057;
 
 /** Whether `error` says a stream, consumer or message does not exist. */
 export function isNotFound(error: unknown): boolean {

@@ -146,6 +146,16 @@ for (const mode of MODE_CASES) {
       expect(await scheduler.cancelTimers('cancel/me')).toBe(0);
     });
 
+    it('two cancelTimers() of one key at once remove every timer between them, without an error', async () => {
+      const scheduler = harness.scheduler({ ...mode.options, pump: false });
+      for (let i = 0; i < 20; i++) await scheduler.after('twice', 3_600_000, i);
+      // Both find the same definitions and race to remove them; a definition the other removed first
+      // is not an error.
+      const removed = await Promise.all([scheduler.cancelTimers('twice'), scheduler.cancelTimers('twice')]);
+      expect(removed[0] + removed[1]).toBe(20);
+      expect(await scheduler.cancelTimers('twice')).toBe(0);
+    });
+
     // NATS 2.9.10 moves every consumer whose filter covers a purged (or rolled-up) subject past all the
     // messages it has not delivered yet, on any subject (fixed in later servers, nats-server#3838). The
     // pump's follower lags behind a burst (it pulls in batches), so a purge during a burst must not be how
