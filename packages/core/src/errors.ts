@@ -17,7 +17,8 @@ export type DuetimeErrorCode =
   | 'DUETIME_TIMEOUT'
   | 'DUETIME_DUPLICATE_ID'
   | 'DUETIME_NOT_FOUND'
-  | 'DUETIME_RETRY';
+  | 'DUETIME_RETRY'
+  | 'DUETIME_UNRECOVERABLE';
 
 export interface DuetimeErrorOptions {
   cause?: unknown;
@@ -167,6 +168,20 @@ export class NotSupportedError extends DuetimeError {
   }
 }
 
+/**
+ * What was asked for is not there: a backend opened with `migrate: false` whose store (file, schema,
+ * tables, prefix) was never created, or a named item that does not exist. `what` names it as the message
+ * does, e.g. `sqlite database /srv/app.db`.
+ */
+export class NotFoundError extends DuetimeError {
+  readonly what: string;
+
+  constructor(what: string, message: string, options: DuetimeErrorOptions = {}) {
+    super('DUETIME_NOT_FOUND', message, options);
+    this.what = what;
+  }
+}
+
 /** An event in a stream has no `apply` handler in the aggregate that folds it. */
 export class UnknownEventError extends DuetimeError {
   constructor(aggregateType: string, eventType: string) {
@@ -187,15 +202,23 @@ export function describeValue(value: unknown): string {
   }
   if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint')
     return String(value);
-  if (value instanceof Date) return Number.isNaN(value.getTime()) ? 'Invalid Date' : value.toISOString();
-  if (typeof value === 'function') return `function ${value.name || '(anonymous)'}`;
   if (typeof value === 'symbol') return value.toString();
+  // Objects run code when read (getters, Proxy traps, toJSON): whatever they throw, an error message
+  // about them must still be built.
   try {
+    if (value instanceof Date) return Number.isNaN(value.getTime()) ? 'Invalid Date' : value.toISOString();
+    if (typeof value === 'function') return `function ${value.name || '(anonymous)'}`;
     const json = JSON.stringify(value);
     if (json === undefined) return Object.prototype.toString.call(value);
     return json.length > 80 ? `${json.slice(0, 77)}...` : json;
   } catch {
-    return Object.prototype.toString.call(value);
+    try {
+      return Object.prototype.toString.call(value);
+    } catch {
+      return typeof value === 'function'
+        ? '[a function that cannot be read]'
+        : '[an object that cannot be read]';
+    }
   }
 }
 

@@ -157,3 +157,51 @@ export function assertJson(field: string, value: unknown): void {
   };
   visit(value, field);
 }
+
+/**
+ * Reads an options argument into a plain object: each own enumerable property is read once, so that
+ * later reads see stable values and a getter or `Proxy` trap that throws becomes a typed error instead
+ * of escaping raw. `undefined` reads as `{}`.
+ *
+ * @param field names the argument in errors (`options`, `options.dst`); unknown keys are named
+ *   `<field>.<key>`.
+ * @param known the accepted keys; anything else is rejected.
+ * @param what says what the object holds, for messages (`a parseCron option`, `a DST policy field`).
+ * @throws {InvalidArgumentError} when `value` is not a plain object (null, an array, a string, a
+ *   function …), has a key outside `known`, or cannot be read.
+ */
+export function readOptions(
+  field: string,
+  value: unknown,
+  known: ReadonlySet<string>,
+  what: string,
+): Record<string, unknown> {
+  if (value === undefined) return {};
+  const list = [...known].join(', ');
+  if (typeof value !== 'object' || value === null)
+    throw new InvalidArgumentError(field, value, `must be an object (${list})`);
+  const copy: Record<string, unknown> = {};
+  let key: string | undefined;
+  try {
+    if (Array.isArray(value))
+      throw new InvalidArgumentError(field, value, `must be an object (${list}), not an array`);
+    for (key of Object.keys(value)) copy[key] = (value as Record<string, unknown>)[key];
+  } catch (error) {
+    if (error instanceof InvalidArgumentError) throw error;
+    const where = key === undefined ? 'its keys' : `its key ${JSON.stringify(key)}`;
+    throw new InvalidArgumentError(field, value, `could not be read (${where} threw: ${errorText(error)})`, {
+      cause: error,
+    });
+  }
+  for (const [k, v] of Object.entries(copy))
+    if (!known.has(k)) throw new InvalidArgumentError(`${field}.${k}`, v, `is not ${what} (known: ${list})`);
+  return copy;
+}
+
+function errorText(error: unknown): string {
+  try {
+    return error instanceof Error ? error.message : String(error);
+  } catch {
+    return 'an unprintable value';
+  }
+}

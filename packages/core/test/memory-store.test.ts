@@ -35,7 +35,7 @@ describe('memory store', () => {
       store,
       processor: async (tx, message) => {
         seen.push(message.type);
-        await tx.exec(order, message.aggregateId, (s, ag) => {
+        await tx.exec(order, message.aggregateId!, (s, ag) => {
           if (s.status === 'pending') ag.raise('order.expired');
         });
       },
@@ -63,5 +63,17 @@ describe('memory store', () => {
     ).rejects.toBeInstanceOf(InvalidArgumentError);
     expect(await store.loadSchedule('ok')).toBeUndefined();
     expect(ConflictError).toBeDefined();
+  });
+
+  it('ends a delivery whose schedules were all put back unchanged: its commit releases their claims', async () => {
+    const { store } = createMemoryBackend();
+    await store.transact((tx) => tx.schedule('back/1', new Date(0), { type: 't', aggregateId: 'a' }));
+    const delivery = await store.driver.deliver(new Date(), 10);
+    expect(delivery.claimed.map((s) => s.key)).toEqual(['back/1']);
+    await delivery.restore(delivery.claimed[0]!);
+    expect(await delivery.commit()).toEqual(new Map());
+    const again = await store.driver.deliver(new Date(), 10);
+    expect(again.claimed.map((s) => s.key)).toEqual(['back/1']);
+    await again.rollback();
   });
 });

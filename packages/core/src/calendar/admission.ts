@@ -135,13 +135,21 @@ export interface AdmissionPlan {
   through: number;
 }
 
+/** A declaration's catch-up policy, as the planner reads it. */
+export interface CatchUpPolicy {
+  window: number;
+  max: number;
+  /** Whether a first start (no cursor) catches up too; see {@link firstStartCursor}. */
+  onFirstStart?: boolean;
+}
+
 export interface PlanInput {
   timeline: Timeline;
-  /** Occurrences at or before this were decided earlier (the cursor); `undefined` when unknown. */
-  decidedThrough: number | undefined;
+  /** Occurrences at or before this were decided earlier (the cursor, or {@link firstStartCursor}). */
+  decidedThrough: number;
   now: number;
   grace: number;
-  catchUp?: { window: number; max: number } | undefined;
+  catchUp?: CatchUpPolicy | undefined;
   /** Run at most this many now; the rest wait for the next plan. */
   limit: number;
 }
@@ -150,25 +158,20 @@ export interface PlanInput {
  * Plans the occurrences in `(decidedThrough, now]`. Occurrences within `grace` of `now` run on time
  * (`scheduled`). Without `catchUp`, older ones are `missed`. With it, the most recent `max` within
  * `window` run oldest first (`catch_up` when older than `grace`), earlier ones in the window form one
- * `backlog_limited` record, and ones older than the window are `missed`. With no cursor
- * (`decidedThrough` undefined) only the occurrences within `grace` are considered: a first start neither
- * replays nor reports a history it never saw (catching up needs a cursor to know what was missed).
+ * `backlog_limited` record, and ones older than the window are `missed`.
  */
 export function planAdmission(input: PlanInput): AdmissionPlan {
-  const { timeline: tl, decidedThrough, now, grace, limit } = input;
-  const catchUp = decidedThrough === undefined ? undefined : input.catchUp;
+  const { timeline: tl, decidedThrough, now, grace, limit, catchUp } = input;
   const horizon = catchUp ? Math.max(catchUp.window, grace) : grace;
   const recentAfter = now - horizon;
   const plan: AdmissionPlan = { run: [], through: now };
 
   let start = recentAfter;
-  if (decidedThrough !== undefined) {
-    if (decidedThrough >= now) return { run: [], through: decidedThrough };
-    if (decidedThrough < recentAfter) {
-      const missed = fold(tl, decidedThrough, recentAfter);
-      if (missed) plan.missed = missed;
-    } else start = decidedThrough;
-  }
+  if (decidedThrough >= now) return { run: [], through: decidedThrough };
+  if (decidedThrough < recentAfter) {
+    const missed = fold(tl, decidedThrough, recentAfter);
+    if (missed) plan.missed = missed;
+  } else start = decidedThrough;
 
   const keep = catchUp ? catchUp.max : Number.POSITIVE_INFINITY;
   const kept: number[] = [];
@@ -196,6 +199,56 @@ export function planAdmission(input: PlanInput): AdmissionPlan {
   }
   plan.run = runs.map((t) => ({ at: t, origin: now - t > grace ? 'catch_up' : 'scheduled' }));
   return plan;
+}
+
+export interface FirstStartInput {
+  timeline: Timeline;
+  /** When the scheduler started: its first clock reading. */
+  startedAt: number;
+  now: number;
+  grace: number;
+  catchUp?: CatchUpPolicy | undefined;
+}
+
+/**
+ * Where a schedule that has no cursor (a first start: a new deployment, a new declaration, a cursor
+ * forgotten after its TTL) begins: an instant such that the occurrences after it are planned as usual and
+ * none at or before it is ever run or reported. A first start has no history, so it neither replays nor
+ * reports one:
+ *
+ * - By default the cursor starts just before the later of `startedAt` and `now - grace`: only occurrences
+ *   due since the scheduler started, and within `grace`, run. An occurrence due before the scheduler
+ *   started never runs, whatever `grace` is; one due since but older than `grace` (leadership came late,
+ *   as for a replica that stood by while another led) is not reported as missed either, since another
+ *   replica may have run it.
+ * - With `catchUp.onFirstStart`, the cursor starts just before the most recent `catchUp.max` occurrences
+ *   within the catch-up window (`max(window, grace)`), before and after `startedAt` alike: they run oldest
+ *   first (`catch_up` when older than `grace`), and nothing older is run or reported.
+ *
+ * The scheduler persists the result as the cursor at once, so that a leader taking over after a crash
+ * re-examines what this first start admitted instead of starting afresh.
+ */
+export function firstStartCursor(input: FirstStartInput): number {
+  const { timeline: tl, startedAt, now, grace, catchUp } = input;
+  if (catchUp?.onFirstStart) {
+    const after = now - Math.max(catchUp.window, grace);
+    let oldest = Number.NaN;
+    let at = now + 1;
+    for (let kept = 0; kept < catchUp.max; kept++) {
+      const prev = tl.prevMs(at);
+      if (Number.isNaN(prev) || prev <= after) break;
+      oldest = prev;
+      at = prev;
+    }
+    return justBefore(tl, Number.isNaN(oldest) ? after + 1 : oldest);
+  }
+  return justBefore(tl, Math.max(startedAt, now - grace + 1));
+}
+
+/** The last occurrence strictly before `instant`, or `instant - 1` when there is none. */
+function justBefore(tl: Timeline, instant: number): number {
+  const prev = tl.prevMs(instant);
+  return Number.isNaN(prev) ? instant - 1 : prev;
 }
 
 /** Counts the occurrences in `(after, through]` (up to {@link MAX_STEPS}) and finds the latest. */

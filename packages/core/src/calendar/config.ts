@@ -2,10 +2,11 @@ import { type Clock, systemClock } from '../clock.js';
 import { InvalidArgumentError } from '../errors.js';
 import { uniqueOwner } from '../lease/lease-manager.js';
 import type { CursorBackend, LeaseBackend } from '../lease/types.js';
-import { type Logger, silentLogger } from '../logger.js';
+import { defaultLogger, type Logger } from '../logger.js';
+import type { TelemetryOption } from '../telemetry/otel.js';
 import { duration, identifier, positiveInteger } from '../validate.js';
 import type { ScheduleRecord } from './records.js';
-import { Registry } from './registry.js';
+import { isRegistry, type Registry } from './registry.js';
 
 /** Configuration of a {@link Scheduler}. Only `registry` and `leases` (or `backend`) are required. */
 export interface SchedulerConfig {
@@ -66,6 +67,11 @@ export interface SchedulerConfig {
    * finishes. Receives a copy; a throw is ignored. For logs and metrics (`duetime run` prints these).
    */
   onRecord?: (record: ScheduleRecord) => void;
+  /**
+   * OpenTelemetry spans and metrics (see {@link TelemetryOptions}). Default: `@opentelemetry/api` loaded
+   * lazily when `run()` starts, if installed, with its global providers; `false` turns it off.
+   */
+  telemetry?: TelemetryOption;
 }
 
 /** A configuration with its defaults applied. */
@@ -91,6 +97,7 @@ export interface ResolvedConfig {
   wake: SchedulerConfig['wake'];
   maintenance: () => Promise<boolean>;
   onRecord: ((record: ScheduleRecord) => void) | undefined;
+  telemetry: TelemetryOption | undefined;
 }
 
 export const SCHEDULER_DEFAULTS = Object.freeze({
@@ -126,7 +133,7 @@ function name(field: string, value: unknown): string {
 export function resolveConfig(config: SchedulerConfig): ResolvedConfig {
   if (typeof config !== 'object' || config === null)
     throw new InvalidArgumentError('config', config, 'must be an object { registry, leases, ... }');
-  if (!(config.registry instanceof Registry))
+  if (!isRegistry(config.registry))
     throw new InvalidArgumentError(
       'config.registry',
       config.registry,
@@ -170,6 +177,16 @@ export function resolveConfig(config: SchedulerConfig): ResolvedConfig {
     throw new InvalidArgumentError('config.maintenance', m, 'must be a boolean or a function () => boolean');
   if (config.wake !== undefined && typeof config.wake !== 'function')
     throw new InvalidArgumentError('config.wake', config.wake, 'must be a function (wake) => unsubscribe');
+  if (
+    config.telemetry !== undefined &&
+    config.telemetry !== false &&
+    (typeof config.telemetry !== 'object' || config.telemetry === null)
+  )
+    throw new InvalidArgumentError(
+      'config.telemetry',
+      config.telemetry,
+      'must be false or { api?, tracerProvider?, meterProvider? }',
+    );
   if (config.onRecord !== undefined && typeof config.onRecord !== 'function')
     throw new InvalidArgumentError('config.onRecord', config.onRecord, 'must be a function (record) => void');
   return {
@@ -190,9 +207,10 @@ export function resolveConfig(config: SchedulerConfig): ResolvedConfig {
     drainTimeout: duration('config.drainTimeout', config.drainTimeout ?? d.drainTimeout, { allowZero: true }),
     cursorTTL,
     owner: config.owner === undefined ? uniqueOwner() : name('config.owner', config.owner),
-    logger: config.logger ?? silentLogger,
+    logger: config.logger ?? defaultLogger,
     wake: config.wake,
     maintenance,
     onRecord: config.onRecord,
+    telemetry: config.telemetry,
   };
 }

@@ -10,6 +10,7 @@ import {
   describeOptions,
   type NormalizedOptions,
   normalizeOptions,
+  readScheduleOptions,
   type ScheduleOptions,
 } from './options.js';
 
@@ -73,9 +74,10 @@ export class Declaration {
    * @throws {InvalidArgumentError} naming `options.<field>` and the value.
    */
   with(options: ScheduleOptions): Declaration {
-    if (typeof options !== 'object' || options === null || Array.isArray(options))
+    if (options === undefined)
       throw new InvalidArgumentError('options', options, 'must be an object of schedule options');
-    return build(this.id, this.source, this.spec, this.handler, { ...this.options.given, ...options });
+    const more = readScheduleOptions(options);
+    return build(this.id, this.source, this.spec, this.handler, { ...this.options.given, ...more });
   }
 
   /** A JSON-safe description. */
@@ -115,7 +117,7 @@ function build(
   source: DeclarationSource,
   spec: Spec,
   handler: Handler,
-  given: ScheduleOptions,
+  given: ScheduleOptions | undefined,
 ): Declaration {
   const options = normalizeOptions(given, source.kind === 'cron');
   let finalSpec = spec;
@@ -135,14 +137,14 @@ function cronDeclaration(
   const checkedHandler = checkHandler(handler);
   if (typeof expression !== 'string')
     throw new InvalidArgumentError('expression', expression, 'must be a cron expression string');
-  const dst = (options as { dst?: ScheduleOptions['dst'] } | undefined)?.dst;
-  const spec = parseCron(expression, zone, dst === undefined ? {} : { dst });
+  const given = readScheduleOptions(options) as ScheduleOptions;
+  const spec = parseCron(expression, zone, given.dst === undefined ? {} : { dst: given.dst });
   return build(
     checkedId,
     Object.freeze({ kind: 'cron', expression: expression.trim(), zone }),
     spec,
     checkedHandler,
-    options ?? {},
+    given,
   );
 }
 
@@ -273,7 +275,7 @@ export function every(id: string, ms: number, handler: Handler, options?: Schedu
     Object.freeze({ kind: 'interval', every }),
     interval(every),
     checkedHandler,
-    options ?? {},
+    options,
   );
 }
 
@@ -299,5 +301,5 @@ export function define(id: string, spec: Spec, handler: Handler, options?: Sched
       spec,
       'must be a Spec (next, prev, occurrences, describe, timeZone), e.g. from parseCron() or interval()',
     );
-  return build(checkedId, Object.freeze({ kind: 'spec' }), spec, checkHandler(handler), options ?? {});
+  return build(checkedId, Object.freeze({ kind: 'spec' }), spec, checkHandler(handler), options);
 }

@@ -1,12 +1,20 @@
-/** An item of a {@link DueHeap}: `due` is its key; `heapIndex` is maintained by the heap (-1 outside). */
+/**
+ * An item of a {@link DueHeap}: `due` is its key (epoch milliseconds, or any number); `heapIndex` is its
+ * place in the heap, maintained by the heap: create items with `-1` (not in a heap), and do not change it.
+ */
 export interface HeapItem {
   due: number;
   heapIndex: number;
 }
 
 /**
- * A binary min-heap of schedules by their next due instant, so that a tick touches only the schedules
- * that are due: O(log n) per occurrence, whatever the number of declarations.
+ * A binary min-heap of items by `due`, earliest first: `peek`/`pop` give the next item due, `upsert`
+ * inserts an item or moves it after its `due` changed, `remove` takes out any item. O(log n) each. Items
+ * with the same `due` come out in no particular order.
+ *
+ * The calendar `Scheduler` keeps its declarations' next occurrences in one, so that a tick touches only
+ * what is due; an adapter that keeps deadlines in memory (the NATS package's emulated message pump, say)
+ * uses the same heap. An item is in at most one heap at a time (its `heapIndex` says where).
  */
 export class DueHeap<T extends HeapItem> {
   readonly #items: T[] = [];

@@ -1,7 +1,10 @@
 export {
   type AdmissionPlan,
   type Candidate,
+  type CatchUpPolicy,
+  type FirstStartInput,
   type Folded,
+  firstStartCursor,
   MAX_SEARCH_STEPS,
   MAX_STEPS,
   type PlanInput,
@@ -46,11 +49,14 @@ export {
   type ScheduleRecord,
   State,
 } from './records.js';
-export { DuplicateIdError, Registry } from './registry.js';
+export { DuplicateIdError, isRegistry, Registry } from './registry.js';
 export { RunAbortedError } from './runner.js';
 export {
+  type LeadershipEvent,
+  SCHEDULER_EVENTS,
   Scheduler,
   type SchedulerDescription,
+  type SchedulerEvents,
   type SchedulerSnapshot,
   type SchedulerState,
   type ScheduleSnapshot,

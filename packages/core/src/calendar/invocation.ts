@@ -14,6 +14,15 @@ export interface Invocation {
   /** The instant the occurrence was due. */
   readonly intendedAt: Date;
   readonly origin: Origin;
+  /**
+   * The leadership epoch (fencing token) this occurrence was admitted under: the group's leadership lease
+   * token, larger in every later epoch. Leadership can end while a handler still runs (its signal aborts,
+   * but code that ignores the signal goes on); pass the epoch with every write to a system that can keep
+   * the largest epoch it has seen and refuse smaller ones, and the writes of a deposed leader are refused
+   * once its successor has written. Absent for `runNow` (manual runs are not admitted by a leader and
+   * are not fenced).
+   */
+  readonly epoch?: number;
 }
 
 /** What a handler (and each hook) receives. */

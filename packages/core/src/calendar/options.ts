@@ -7,7 +7,7 @@ import {
   unlessBetween as unlessBetweenWindow,
   type Window,
 } from '../time/window.js';
-import { duration, identifier, positiveInteger } from '../validate.js';
+import { duration, identifier, positiveInteger, readOptions } from '../validate.js';
 import type { HandlerContext, Invocation } from './invocation.js';
 
 /** A hook around a run: `before` and `after` the handler. A throw marks the run `hook_failed`. */
@@ -29,6 +29,16 @@ export interface ScheduleOptions {
    * finds it held is skipped as `overlap_busy`.
    */
   withoutOverlap?: boolean;
+  /**
+   * What `withoutOverlap` does with an occurrence that finds the previous run still going: `skip`
+   * (default) skips it for good (`overlap_busy`: it never runs later, and the cursor moves past it);
+   * `queue` runs it as soon as the previous run ends. At most one occurrence per schedule waits: one
+   * that comes while another waits is skipped (`overlap_busy`, detail `a run is already queued`),
+   * since the queued run starts after the current one anyway. A queued occurrence holds no concurrency
+   * slot while it waits, and is cancelled like one waiting for a slot (`stopped` on drain,
+   * `leadership_lost` when leadership ends: the next leader re-examines it). Needs `withoutOverlap: true`.
+   */
+  onOverlap?: 'skip' | 'queue';
   /** TTL of the overlap lease in ms (default 30,000): how long a crashed holder blocks the schedule. */
   overlapTTL?: number;
   /** Run only in these environments (the scheduler's `environment`); elsewhere the schedule is inactive. */
@@ -37,8 +47,13 @@ export interface ScheduleOptions {
    * After downtime or failover, run the most recent `max` (default 10) occurrences missed within
    * `window` ms, oldest first; older ones are recorded as `missed`, the rest of the window as one
    * `backlog_limited` record.
+   *
+   * A first start (no cursor: a new deployment, a new declaration, a cursor forgotten after `cursorTTL`)
+   * has nothing to catch up from and runs nothing due before the scheduler started, unless
+   * `onFirstStart: true`: then it runs the most recent `max` occurrences within `window` (`catch_up`),
+   * as if the deployment had been down for the whole window, and reports nothing older.
    */
-  catchUp?: { window: number; max?: number };
+  catchUp?: { window: number; max?: number; onFirstStart?: boolean };
   /** Only on these weekdays: a `days(...)` window or a list (`['MON', 'FRI']`, `[1, 5]`). Silent filter. */
   days?: Window | ReadonlyArray<number | string>;
   /** Only inside (or outside) a time-of-day window: `between('09:00', '17:00')`, `unlessBetween(...)`, or `['09:00', '17:00']`. Silent filter. */
@@ -62,9 +77,10 @@ export interface ScheduleOptions {
 export interface NormalizedOptions {
   readonly timeout?: number;
   readonly withoutOverlap: boolean;
+  readonly onOverlap: 'skip' | 'queue';
   readonly overlapTTL: number;
   readonly environments?: readonly string[];
-  readonly catchUp?: { readonly window: number; readonly max: number };
+  readonly catchUp?: { readonly window: number; readonly max: number; readonly onFirstStart?: true };
   readonly windows: readonly Window[];
   readonly when?: WhenPredicate;
   readonly evenInMaintenanceMode: boolean;
@@ -79,9 +95,10 @@ export interface NormalizedOptions {
 export const DEFAULT_OVERLAP_TTL = 30_000;
 export const DEFAULT_CATCH_UP_MAX = 10;
 
-const KNOWN = new Set<string>([
+const KNOWN: ReadonlySet<string> = new Set<string>([
   'timeout',
   'withoutOverlap',
+  'onOverlap',
   'overlapTTL',
   'environments',
   'catchUp',
@@ -96,6 +113,19 @@ const KNOWN = new Set<string>([
   'failed',
   'dst',
 ]);
+
+/**
+ * Reads schedule options into a plain object (each property read once; a throwing getter or `Proxy`
+ * trap becomes a typed error), rejecting anything but an object of known options.
+ *
+ * @throws {InvalidArgumentError} naming `options` or `options.<unknown key>`.
+ */
+export function readScheduleOptions(given: unknown): Record<string, unknown> {
+  return readOptions('options', given, KNOWN, 'a schedule option');
+}
+
+const CATCH_UP_FIELDS: ReadonlySet<string> = new Set(['window', 'max', 'onFirstStart']);
+const DST_FIELDS: ReadonlySet<string> = new Set(['gap', 'overlap']);
 
 function isWindow(value: unknown): value is Window {
   return (
@@ -145,20 +175,19 @@ function optionalBoolean(field: string, value: unknown): boolean {
  * `isCron` says whether a `dst` policy applies.
  */
 export function normalizeOptions(given: unknown, isCron: boolean): NormalizedOptions {
-  if (given === undefined) given = {};
-  if (typeof given !== 'object' || given === null || Array.isArray(given))
-    throw new InvalidArgumentError('options', given, 'must be an object of schedule options');
-  const o = given as Record<string, unknown>;
-  for (const key of Object.keys(o))
-    if (!KNOWN.has(key))
-      throw new InvalidArgumentError(
-        `options.${key}`,
-        o[key],
-        `is not a schedule option (known: ${[...KNOWN].join(', ')})`,
-      );
+  const o = readScheduleOptions(given);
 
   const timeout = o.timeout === undefined ? undefined : duration('options.timeout', o.timeout);
   const withoutOverlap = optionalBoolean('options.withoutOverlap', o.withoutOverlap);
+  const onOverlap = o.onOverlap ?? 'skip';
+  if (onOverlap !== 'skip' && onOverlap !== 'queue')
+    throw new InvalidArgumentError('options.onOverlap', o.onOverlap, 'must be "skip" or "queue"');
+  if (o.onOverlap !== undefined && !withoutOverlap)
+    throw new InvalidArgumentError(
+      'options.onOverlap',
+      o.onOverlap,
+      'applies only with withoutOverlap: true (there is no overlap lease to wait for otherwise)',
+    );
   const overlapTTL =
     o.overlapTTL === undefined ? DEFAULT_OVERLAP_TTL : duration('options.overlapTTL', o.overlapTTL);
 
@@ -175,9 +204,7 @@ export function normalizeOptions(given: unknown, isCron: boolean): NormalizedOpt
 
   let catchUp: NormalizedOptions['catchUp'];
   if (o.catchUp !== undefined) {
-    const c = o.catchUp as Record<string, unknown>;
-    if (typeof c !== 'object' || c === null)
-      throw new InvalidArgumentError('options.catchUp', o.catchUp, 'must be an object { window, max? }');
+    const c = readOptions('options.catchUp', o.catchUp, CATCH_UP_FIELDS, 'a catchUp field');
     if (c.window === undefined)
       throw new InvalidArgumentError(
         'options.catchUp.window',
@@ -187,6 +214,9 @@ export function normalizeOptions(given: unknown, isCron: boolean): NormalizedOpt
     catchUp = Object.freeze({
       window: duration('options.catchUp.window', c.window),
       max: c.max === undefined ? DEFAULT_CATCH_UP_MAX : positiveInteger('options.catchUp.max', c.max),
+      ...(optionalBoolean('options.catchUp.onFirstStart', c.onFirstStart)
+        ? { onFirstStart: true as const }
+        : {}),
     });
   }
 
@@ -214,14 +244,15 @@ export function normalizeOptions(given: unknown, isCron: boolean): NormalizedOpt
         o.dst,
         'applies only to cron declarations (intervals ignore DST)',
       );
-    if (typeof o.dst !== 'object' || o.dst === null)
-      throw new InvalidArgumentError('options.dst', o.dst, 'must be an object { gap?, overlap? }');
-    dst = Object.freeze({ ...(o.dst as Partial<DstPolicy>) });
+    dst = Object.freeze(
+      readOptions('options.dst', o.dst, DST_FIELDS, 'a DST policy field'),
+    ) as Partial<DstPolicy>;
   }
 
   return Object.freeze({
     ...(timeout !== undefined ? { timeout } : {}),
     withoutOverlap,
+    onOverlap,
     overlapTTL,
     ...(environments ? { environments } : {}),
     ...(catchUp ? { catchUp } : {}),
@@ -240,12 +271,15 @@ function optionalEntry<K extends string, V>(key: K, value: V | undefined): { [P 
   return (value === undefined ? {} : { [key]: value }) as { [P in K]?: V };
 }
 
-/** A JSON-safe description of normalised options (functions appear as `true`). */
+/**
+ * A JSON-safe description of the options a declaration sets (functions appear as `true`); defaults are left
+ * out, so `{}` means "all defaults".
+ */
 export function describeOptions(options: NormalizedOptions): Record<string, unknown> {
   return {
     ...(options.timeout !== undefined ? { timeout: options.timeout } : {}),
-    withoutOverlap: options.withoutOverlap,
-    ...(options.withoutOverlap ? { overlapTTL: options.overlapTTL } : {}),
+    ...(options.withoutOverlap ? { withoutOverlap: true, overlapTTL: options.overlapTTL } : {}),
+    ...(options.onOverlap === 'queue' ? { onOverlap: 'queue' } : {}),
     ...(options.environments ? { environments: [...options.environments] } : {}),
     ...(options.catchUp ? { catchUp: { ...options.catchUp } } : {}),
     ...(options.windows.length > 0 ? { windows: options.windows.map((w) => w.describe()) } : {}),

@@ -17,6 +17,24 @@ export class DuplicateIdError extends DuetimeError {
 }
 
 /**
+ * Marks registries, so that a registry made by another copy of `@duetime/core` (a globally installed CLI
+ * loading an application's module, two versions in one `node_modules`) is still recognised: `instanceof`
+ * only knows its own copy's class. `Symbol.for` gives every copy the same symbol.
+ */
+const REGISTRY_BRAND: unique symbol = Symbol.for('duetime.registry') as never;
+
+/**
+ * Whether `value` is a {@link Registry}, from this copy of `@duetime/core` or another one.
+ */
+export function isRegistry(value: unknown): value is Registry {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    (value as { [REGISTRY_BRAND]?: unknown })[REGISTRY_BRAND] === true
+  );
+}
+
+/**
  * The declarations a service runs, by id. Every replica of a service builds the same registry; the
  * scheduler's leader runs it. Immutable; `with(...)` gives a larger one.
  */
@@ -62,6 +80,11 @@ export class Registry implements Iterable<Declaration> {
 
   ids(): string[] {
     return [...this.#byId.keys()];
+  }
+
+  /** The brand {@link isRegistry} looks for. */
+  get [REGISTRY_BRAND](): true {
+    return true;
   }
 
   [Symbol.iterator](): Iterator<Declaration> {

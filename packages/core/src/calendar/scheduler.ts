@@ -1,28 +1,43 @@
-import { ClosedError, DuetimeError } from '../errors.js';
-import { type LeaseLostError, LeaseManager } from '../lease/lease-manager.js';
+import { ClosedError, NotFoundError } from '../errors.js';
+import { Emitter, type Listener, type Observable } from '../events.js';
 import { RunLoop } from '../run-loop.js';
-import { type AdmissionPlan, type Candidate, planAdmission, timeline } from './admission.js';
+import { CalendarTelemetry } from '../telemetry/calendar.js';
+import { loadedOpenTelemetry, loadOpenTelemetry, type OpenTelemetryApi } from '../telemetry/otel.js';
+import {
+  type AdmissionPlan,
+  type Candidate,
+  firstStartCursor,
+  planAdmission,
+  timeline,
+} from './admission.js';
 import { ClockGuard } from './clock-guard.js';
 import { type ResolvedConfig, resolveConfig, type SchedulerConfig } from './config.js';
 import { CursorBook, newTrack, resetTrack, type Track } from './cursor-book.js';
 import { DueHeap } from './heap.js';
 import { InFlightRuns } from './in-flight.js';
 import { type Invocation, type OccurrenceScope, occurrenceId } from './invocation.js';
+import { type Epoch, Leadership, type LeadershipChange } from './leadership.js';
 import { advancesCursor, describeError, History, Reason, type ScheduleRecord, State } from './records.js';
-import { AbortFanout, type ActiveRun, RunAbortedError, Runner, type RunRequest, Slots } from './runner.js';
+import { type ActiveRun, RunAbortedError, Runner, type RunRequest } from './runner.js';
+import { AbortFanout, Slots } from './slots.js';
 import {
   describeScheduler,
+  SCHEDULER_EVENTS,
   type SchedulerDescription,
+  type SchedulerEvents,
   type SchedulerSnapshot,
   scheduleSnapshots,
 } from './snapshot.js';
 
 export type {
+  LeadershipEvent,
   SchedulerDescription,
+  SchedulerEvents,
   SchedulerSnapshot,
   SchedulerState,
   ScheduleSnapshot,
 } from './snapshot.js';
+export { SCHEDULER_EVENTS } from './snapshot.js';
 
 const CURSOR_READS_AT_ONCE = 32;
 
@@ -32,7 +47,7 @@ const CURSOR_READS_AT_ONCE = 32;
  * admits occurrences. See the package README ("Calendar scheduler") for the full semantics: catch-up,
  * grace, cursors, overlap, capacity, drain and the records kept.
  */
-export class Scheduler {
+export class Scheduler implements Observable<SchedulerEvents> {
   readonly #config: ResolvedConfig;
   readonly #scope: OccurrenceScope;
   readonly #prefix: string;
@@ -43,16 +58,19 @@ export class Scheduler {
   readonly #slots: Slots;
   readonly #runner: Runner;
   readonly #cursors: CursorBook;
-  readonly #leader: LeaseManager;
+  readonly #leadership: Leadership;
   readonly #admission = new AbortController();
   readonly #stop = new AbortController();
   readonly #inFlight = new InFlightRuns();
-  #epoch: { token: number; signal: AbortSignal } | undefined;
   readonly #loop: RunLoop;
   #immediate = false;
   #cutDrain: (() => void) | undefined;
+  /** The scheduler's first clock reading: a first start runs nothing due before it. */
+  #startedAt: number | undefined;
   #overlapSeq = 0;
   #manualSeq = 0;
+  readonly #events: Emitter<SchedulerEvents>;
+  #telemetry: CalendarTelemetry | undefined;
 
   /** @throws {InvalidArgumentError} naming `config.<field>` and the value. */
   constructor(config: SchedulerConfig) {
@@ -61,7 +79,15 @@ export class Scheduler {
     this.#loop = new RunLoop('scheduler', c.clock);
     this.#scope = { namespace: c.namespace, environment: c.environment, group: c.group };
     this.#prefix = `${c.namespace}/calendar/${c.environment}/${c.group}/`;
-    this.#history = new History(c.maxHistory, c.onRecord);
+    this.#events = new Emitter<SchedulerEvents>('scheduler', SCHEDULER_EVENTS, () => c.logger);
+    this.#history = new History(c.maxHistory, (record) => {
+      try {
+        c.onRecord?.(record);
+      } catch {
+        // onRecord's failures are its own to report (as documented).
+      }
+      this.#recorded(record);
+    });
     this.#time = new ClockGuard(c.clock, (detail, at) => this.#clockIncident(detail, at));
     const fanout = new AbortFanout();
     this.#slots = new Slots(c.concurrency, fanout);
@@ -86,15 +112,22 @@ export class Scheduler {
       admissionSignal: this.#admission.signal,
       stopSignal: this.#stop.signal,
       fanout,
+      overlapRetry: c.pollInterval,
+      around: (record, work) => (this.#telemetry ? this.#telemetry.run(record, work) : work()),
     });
-    this.#leader = new LeaseManager({
+    this.#leadership = new Leadership({
       leases: c.leases,
       key: `${this.#prefix}leader`,
       owner: c.owner,
       ttl: c.leadershipTTL,
       clock: c.clock,
       logger: c.logger,
-      onLost: (error) => this.#onLeadershipLost(error),
+      group: c.group,
+      onLost: () => {
+        this.#heap.clear();
+        this.wake();
+      },
+      onChange: (change) => this.#leadershipChanged(change),
     });
     for (const declaration of c.registry) {
       const environments = declaration.options.environments;
@@ -106,6 +139,77 @@ export class Scheduler {
         active,
       );
       this.#tracks.set(declaration.id, track);
+    }
+  }
+
+  /**
+   * Listens to `name` (see {@link SchedulerEvents}); returns a function that stops listening. A listener
+   * that throws is logged and changes nothing.
+   */
+  on<K extends keyof SchedulerEvents>(name: K, listener: Listener<SchedulerEvents[K]>): () => void {
+    return this.#events.on(name, listener);
+  }
+
+  /** Like {@link on}, for the next event only. */
+  once<K extends keyof SchedulerEvents>(name: K, listener: Listener<SchedulerEvents[K]>): () => void {
+    return this.#events.once(name, listener);
+  }
+
+  /** Removes a listener added with {@link on}. */
+  off<K extends keyof SchedulerEvents>(name: K, listener: Listener<SchedulerEvents[K]>): void {
+    this.#events.off(name, listener);
+  }
+
+  #recorded(record: ScheduleRecord): void {
+    if (record.state !== State.Running) {
+      try {
+        this.#telemetry?.finished(record);
+      } catch (error) {
+        this.#config.logger.warn('recording an occurrence in OpenTelemetry failed', { error });
+      }
+    }
+    if (!this.#events.has()) return;
+    if (record.state === State.Running) this.#events.emit('occurrenceAdmitted', { record });
+    else this.#events.emit('occurrenceFinished', { record });
+  }
+
+  #leadershipChanged(change: LeadershipChange): void {
+    this.#telemetry?.leadership(change.kind);
+    if (!this.#events.has()) return;
+    const event = {
+      namespace: this.#config.namespace,
+      environment: this.#config.environment,
+      group: this.#config.group,
+      owner: change.owner,
+      epoch: change.epoch.token,
+    };
+    if (change.kind === 'acquired') this.#events.emit('leadershipAcquired', event);
+    else this.#events.emit('leadershipLost', { ...event, reason: change.reason });
+  }
+
+  /** Sets up telemetry without delaying the loop (as the Dispatcher does). */
+  #startTelemetry(): void {
+    const option = this.#config.telemetry;
+    if (option === false) return;
+    const known = option?.api ?? loadedOpenTelemetry();
+    if (known !== undefined) this.#attachTelemetry(known);
+    else void loadOpenTelemetry().then((api) => this.#attachTelemetry(api));
+  }
+
+  #attachTelemetry(api: OpenTelemetryApi | null): void {
+    const option = this.#config.telemetry;
+    if (!api || option === false || this.#telemetry || this.#loop.state === 'stopped') return;
+    const c = this.#config;
+    try {
+      this.#telemetry = new CalendarTelemetry(api, option ?? {}, {
+        namespace: c.namespace,
+        environment: c.environment,
+        group: c.group,
+        leading: () => this.#leadership.leading,
+        epoch: () => this.#leadership.epoch?.token,
+      });
+    } catch (error) {
+      c.logger.warn('OpenTelemetry instruments could not be created; running without them', { error });
     }
   }
 
@@ -151,15 +255,15 @@ export class Scheduler {
    * `when`, maintenance and capacity limits do not, and the cursor does not move. Resolves with the
    * finished record.
    *
-   * @throws {DuetimeError} `DUETIME_NOT_FOUND` for an unknown id; {@link ClosedError} once stopping.
+   * @throws {NotFoundError} (`DUETIME_NOT_FOUND`) for an unknown id; {@link ClosedError} once stopping.
    */
   async runNow(id: string): Promise<ScheduleRecord> {
     if (this.#loop.state === 'draining' || this.#loop.state === 'stopped')
       throw new ClosedError(`scheduler (it is ${this.#loop.state})`);
     const track = this.#tracks.get(id);
     if (!track)
-      throw new DuetimeError(
-        'DUETIME_NOT_FOUND',
+      throw new NotFoundError(
+        `schedule ${JSON.stringify(id)}`,
         `no schedule with id ${JSON.stringify(id)} in the registry`,
       );
     const now = this.#now() ?? this.#config.clock.now();
@@ -174,10 +278,10 @@ export class Scheduler {
   }
 
   snapshot(): SchedulerSnapshot {
-    const epoch = this.#epoch;
+    const epoch = this.#leadership.epoch;
     return {
       state: this.#loop.state,
-      leader: epoch !== undefined && this.#leader.held,
+      leader: this.#leadership.leading,
       ...(epoch ? { epoch: epoch.token } : {}),
       owner: this.#config.owner,
       namespace: this.#config.namespace,
@@ -185,6 +289,7 @@ export class Scheduler {
       group: this.#config.group,
       running: this.#slots.used,
       waiting: this.#slots.waiting,
+      queued: this.#runner.queued,
       schedules: scheduleSnapshots(
         this.#tracks.values(),
         epoch !== undefined,
@@ -200,6 +305,7 @@ export class Scheduler {
   }
 
   async #run(): Promise<void> {
+    this.#startTelemetry();
     const unsubscribe = this.#config.wake?.(() => this.wake());
     try {
       while (this.#loop.running) {
@@ -208,8 +314,9 @@ export class Scheduler {
         try {
           const now = this.#now();
           if (now !== undefined) {
-            if (!this.#epoch) await this.#tryLead(now);
-            if (this.#epoch && this.#loop.running) wait = await this.#tick(now);
+            this.#startedAt ??= now;
+            const epoch = this.#leadership.epoch ?? (await this.#tryLead(now));
+            if (epoch && this.#loop.running) wait = await this.#tick(now, epoch);
           }
         } catch (error) {
           this.#config.logger.error('scheduler tick failed; retrying at the next poll', { error });
@@ -241,45 +348,28 @@ export class Scheduler {
     });
   }
 
-  async #tryLead(now: number): Promise<void> {
-    let held: boolean;
+  /** Tries to lead; on success starts the epoch: every active schedule is planned afresh from its cursor. */
+  async #tryLead(now: number): Promise<Epoch | undefined> {
+    let epoch: Epoch | undefined;
     try {
-      held = await this.#leader.acquire();
+      epoch = await this.#leadership.tryLead();
     } catch (error) {
       this.#config.logger.warn('could not ask for leadership; retrying at the next poll', { error });
-      return;
+      return undefined;
     }
-    if (!held) return;
+    if (!epoch) return undefined;
     if (!this.#loop.running) {
-      await this.#leader.release().catch(() => undefined);
-      return;
+      await this.#leadership.resign().catch(() => undefined);
+      return undefined;
     }
-    const token = this.#leader.token as number;
-    this.#epoch = { token, signal: this.#leader.signal };
     this.#heap.clear();
     for (const track of this.#tracks.values()) {
       if (!track.active) continue;
-      resetTrack(track, token);
+      resetTrack(track, epoch.token);
       const horizon = Math.max(this.#config.grace, track.declaration.options.catchUp?.window ?? 0);
       this.#schedule(track, now - horizon);
     }
-    this.#config.logger.info('became leader', {
-      group: this.#config.group,
-      epoch: token,
-      owner: this.#config.owner,
-    });
-  }
-
-  #onLeadershipLost(error: LeaseLostError): void {
-    if (!this.#epoch) return;
-    this.#config.logger.warn('lost leadership', {
-      group: this.#config.group,
-      epoch: this.#epoch.token,
-      reason: error.reason,
-    });
-    this.#epoch = undefined;
-    this.#heap.clear();
-    this.wake();
+    return epoch;
   }
 
   /** Puts `track` in the heap at its first occurrence after `after` (out of it when there is none). */
@@ -323,9 +413,7 @@ export class Scheduler {
   }
 
   /** Admits what is due; returns how long to sleep before the next look. */
-  async #tick(now: number): Promise<number> {
-    const epoch = this.#epoch;
-    if (!epoch) return this.#config.pollInterval;
+  async #tick(now: number, epoch: Epoch): Promise<number> {
     this.#cursors.retry();
     const due: Track[] = [];
     for (let top = this.#heap.peek(); top && top.due <= now; top = this.#heap.peek())
@@ -346,8 +434,8 @@ export class Scheduler {
       });
     }
     // Re-check validity here, not only through the loss timer: a blocked event loop may have let it lapse.
-    if (this.#epoch !== epoch || !this.#loop.running || !this.#leader.held) {
-      for (const track of due) if (track.active && this.#epoch === epoch) this.#heap.upsert(track);
+    if (!this.#leadership.holds(epoch) || !this.#loop.running) {
+      for (const track of due) if (track.active && this.#leadership.epoch === epoch) this.#heap.upsert(track);
       return 0;
     }
     let budget = this.#config.maxPerTick;
@@ -356,12 +444,12 @@ export class Scheduler {
         this.#heap.upsert(track);
         continue;
       }
-      if (track.decidedThrough === undefined) this.#firstStart(track, now);
       let plan: AdmissionPlan;
       try {
+        const decidedThrough = track.decidedThrough ?? this.#firstStart(track, now);
         plan = planAdmission({
           timeline: track.timeline,
-          decidedThrough: track.decidedThrough,
+          decidedThrough,
           now,
           grace: this.#config.grace,
           catchUp: track.declaration.options.catchUp,
@@ -383,28 +471,32 @@ export class Scheduler {
   }
 
   /**
-   * A schedule without a cursor (a first start, or a cursor that expired) considers only the occurrences
-   * within `grace`. It persists where that window begins as its cursor at once, before anything it admits
-   * finishes: a leader taking over after a crash then re-runs, catches up or reports as missed what this
-   * epoch admitted, instead of starting afresh and dropping it without a record.
+   * A schedule without a cursor (a first start, or a cursor that expired) begins where
+   * {@link firstStartCursor} says: by default nothing due before the scheduler started runs. That instant
+   * is persisted as the cursor at once, before anything admitted now finishes: a leader taking over after
+   * a crash then re-runs, catches up or reports as missed what this epoch admitted, instead of starting
+   * afresh and dropping it without a record.
    */
-  #firstStart(track: Track, now: number): void {
-    let before: number;
-    try {
-      before = track.timeline.prevMs(now - this.#config.grace + 1);
-    } catch {
-      return; // The plan below meets the same failure and reports it.
-    }
-    if (!Number.isNaN(before)) this.#cursors.skipped(track, before);
+  #firstStart(track: Track, now: number): number {
+    const cursor = firstStartCursor({
+      timeline: track.timeline,
+      startedAt: this.#startedAt ?? now,
+      now,
+      grace: this.#config.grace,
+      catchUp: track.declaration.options.catchUp,
+    });
+    track.decidedThrough = cursor;
+    this.#cursors.skipped(track, cursor);
+    return cursor;
   }
 
-  #apply(track: Track, plan: AdmissionPlan, epoch: { token: number; signal: AbortSignal }): void {
+  #apply(track: Track, plan: AdmissionPlan, epoch: Epoch): void {
     const id = track.declaration.id;
     const group = (reason: Reason, folded: { latest: number; count: number; capped: boolean }) => {
       this.#runner.skip(
         {
           declaration: track.declaration,
-          invocation: this.#invocation(id, { at: folded.latest, origin: 'scheduled' }),
+          invocation: this.#invocation(id, { at: folded.latest, origin: 'scheduled' }, epoch),
           epoch: epoch.token,
         },
         State.Skipped,
@@ -420,7 +512,7 @@ export class Scheduler {
       track.running++;
       const request: RunRequest = {
         declaration: track.declaration,
-        invocation: this.#invocation(id, candidate),
+        invocation: this.#invocation(id, candidate, epoch),
         epoch: epoch.token,
         epochSignal: epoch.signal,
       };
@@ -432,16 +524,16 @@ export class Scheduler {
     }
   }
 
-  #invocation(schedule: string, candidate: Candidate): Invocation {
+  #invocation(schedule: string, candidate: Candidate, epoch: Epoch): Invocation {
     return Object.freeze({
       schedule,
       occurrence: occurrenceId(this.#scope, schedule, candidate.at),
       intendedAt: new Date(candidate.at),
       origin: candidate.origin,
+      epoch: epoch.token,
     });
   }
 
-  /** Starts a run and tracks it for drain and stop; `onFinished` gets its final record. */
   /** Starts a run and tracks it for drain and stop; `onFinished` gets its final record. */
   #start(request: RunRequest, onFinished: (record: ScheduleRecord) => void): Promise<ActiveRun> {
     return this.#inFlight.start(this.#runner, request, onFinished, this.#config.logger);
@@ -474,15 +566,15 @@ export class Scheduler {
     await new Promise<void>((resolve) => setImmediate(resolve));
     this.#cursors.flush();
     await this.#cursors.settle();
-    if (this.#epoch) {
-      this.#epoch = undefined;
+    if (this.#leadership.epoch) {
       try {
-        await this.#leader.release();
+        await this.#leadership.resign();
       } catch (error) {
         c.logger.warn('could not release leadership; it will expire', { error });
       }
     }
-    this.#leader.close();
+    this.#leadership.close();
     this.#heap.clear();
+    this.#telemetry?.close();
   }
 }

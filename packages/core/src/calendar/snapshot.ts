@@ -30,6 +30,8 @@ export interface SchedulerSnapshot {
   /** Handlers holding a concurrency slot, and occurrences waiting for one. */
   running: number;
   waiting: number;
+  /** Occurrences waiting for their schedule's previous run to end (`onOverlap: 'queue'`). */
+  queued: number;
   schedules: ScheduleSnapshot[];
   /** The last `maxHistory` records, oldest first. */
   history: ScheduleRecord[];
@@ -87,3 +89,43 @@ export function describeScheduler(c: ResolvedConfig, tracks: Iterable<Track>): S
     schedules: [...tracks].map((t) => ({ ...t.declaration.describe(), active: t.active })),
   };
 }
+
+/** A replica starting or ending a leadership epoch of its group. */
+export interface LeadershipEvent {
+  namespace: string;
+  environment: string;
+  group: string;
+  /** This replica's owner id. */
+  owner: string;
+  /** The epoch's fencing token. */
+  epoch: number;
+}
+
+/**
+ * The events of a {@link Scheduler} (`scheduler.on(name, listener)`). A listener that throws is logged
+ * and changes nothing.
+ */
+export interface SchedulerEvents {
+  /** This replica became its group's leader: a new epoch with a larger token. */
+  leadershipAcquired: LeadershipEvent;
+  /**
+   * This replica's epoch ended: `expired` or `refused` (see LeaseLossReason) when it was lost, `resigned`
+   * when the scheduler gave leadership up (drain, stop).
+   */
+  leadershipLost: LeadershipEvent & { reason: string };
+  /** An occurrence started running (its record is `running`). */
+  occurrenceAdmitted: { record: ScheduleRecord };
+  /**
+   * An occurrence's record is final: it ran (succeeded, failed, cancelled) or was skipped or cancelled
+   * before it started (then without an `occurrenceAdmitted` before it).
+   */
+  occurrenceFinished: { record: ScheduleRecord };
+}
+
+/** The names of {@link SchedulerEvents}. */
+export const SCHEDULER_EVENTS: readonly (keyof SchedulerEvents)[] = Object.freeze([
+  'leadershipAcquired',
+  'leadershipLost',
+  'occurrenceAdmitted',
+  'occurrenceFinished',
+]);

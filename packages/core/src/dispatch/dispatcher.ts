@@ -1,150 +1,110 @@
 import type { Clock } from '../clock.js';
-import { ClosedError, ConflictError, DuetimeError, InvalidArgumentError } from '../errors.js';
+import { ClosedError, InvalidArgumentError } from '../errors.js';
+import { Emitter, type Listener, type Observable } from '../events.js';
 import type { Logger } from '../logger.js';
 import { RunLoop } from '../run-loop.js';
-import { consumeSchedule, type Store, type Transaction } from '../store/store.js';
-import type { Message, Schedule, StoreChange } from '../store/types.js';
+import { announceLocalChange } from '../store/internal.js';
+import type { Store } from '../store/store.js';
+import type { StoreChange } from '../store/types.js';
+import { DeliveryTelemetry } from '../telemetry/delivery.js';
+import {
+  loadedOpenTelemetry,
+  loadOpenTelemetry,
+  type OpenTelemetryApi,
+  type TelemetryOption,
+} from '../telemetry/otel.js';
 import { duration, positiveInteger } from '../validate.js';
+import { exponentialBackoff } from './backoff.js';
+import { type BatchObserver, type BatchResult, type ObservedPart, runBatch } from './batch.js';
+import {
+  DISPATCHER_EVENTS,
+  type DispatcherEvents,
+  type DispatcherOptions,
+  type DispatcherSnapshot,
+  type MessageTypes,
+  type Processor,
+  type RetryError,
+  UnknownMessageTypeError,
+} from './types.js';
+
+export * from './backoff.js';
+export * from './types.js';
+
+/** The largest `batchSize` (a NATS atomic batch holds at most 1,000 messages). */
+export const MAX_BATCH_SIZE = 1000;
+/** Failed attempts before a message is dead-lettered, unless `maxAttempts` says otherwise. */
+export const DEFAULT_MAX_ATTEMPTS = 20;
+/** Claimed by the first batch, before the dispatcher has seen how long processors take. */
+const FIRST_BATCH = 16;
 
 /**
- * Thrown by a processor to say "not now, try again later" without it being logged as a failure or
- * counted toward `maxAttempts`. {@link ErrRetry} is the ready-made instance; `new RetryError({ delay })`
- * picks the delay.
- */
-export class RetryError extends DuetimeError {
-  readonly delay: number | undefined;
-
-  constructor(options: { delay?: number; reason?: string } = {}) {
-    super('DUETIME_RETRY', options.reason ?? 'retry requested by the processor');
-    this.delay =
-      options.delay === undefined ? undefined : duration('delay', options.delay, { allowZero: true });
-  }
-}
-
-/** The sentinel a processor throws to retry after `retryDelay`, quietly. */
-export const ErrRetry: RetryError = new RetryError();
-
-/** What a processor gets besides the transaction and the message. */
-export interface DeliveryContext {
-  /** The schedule being delivered (the version consumed by this transaction). */
-  schedule: Schedule;
-  /** 1 for the first delivery, counting failed attempts before it. */
-  attempt: number;
-  /** Aborted when the dispatcher gives up waiting for processors at the end of a drain. */
-  signal: AbortSignal;
-}
-
-/**
- * Handles one due message. Its writes through `tx` commit atomically with the schedule's consumption;
- * a thrown error rolls them back and leaves the schedule pending for a retry.
- */
-export type Processor<Sql = unknown> = (
-  tx: Transaction<Sql>,
-  message: Message,
-  context: DeliveryContext,
-) => void | Promise<void>;
-
-/** A message given up on after `maxAttempts` failed deliveries. */
-export interface DeadLetter {
-  schedule: Schedule;
-  error: unknown;
-  attempts: number;
-}
-
-export interface DispatcherOptions<Sql = unknown> {
-  store: Store<Sql>;
-  processor: Processor<Sql>;
-  /** Backstop rescan period in ms (default 1000); also the longest the dispatcher ever sleeps. */
-  rescanInterval?: number;
-  /**
-   * Delay before retrying a failed delivery, in ms (default 1000), or a function of the attempt number
-   * (1 for the first failure) and the error, for backoff.
-   */
-  retryDelay?: number | ((attempt: number, error: unknown) => number);
-  /** Deliveries in flight at once (default 1). */
-  concurrency?: number;
-  /** Failed deliveries after which the message is dead-lettered (default: never). */
-  maxAttempts?: number;
-  /**
-   * Called when a message is dead-lettered, inside the transaction that consumes it, so a record of it
-   * commits atomically with the consumption.
-   */
-  onDeadLetter?: (dead: DeadLetter, tx: Transaction<Sql>) => void | Promise<void>;
-  /** How long `drain()` waits for processors before aborting their signals and returning (default 30,000 ms). */
-  drainTimeout?: number;
-  /** Schedules fetched per query (default: max(16, 4 × concurrency)). Bounds memory, whatever the backlog. */
-  batchSize?: number;
-  logger?: Logger;
-  /** Defaults to the store's clock. */
-  clock?: Clock;
-}
-
-export interface DispatcherSnapshot {
-  running: boolean;
-  draining: boolean;
-  inFlight: number;
-  delivered: number;
-  failed: number;
-  retried: number;
-  deadLettered: number;
-  skipped: number;
-}
-
-/**
- * Delivers due schedules to a processor, each in a transaction that consumes the schedule.
+ * Delivers due schedules to a processor, in delivery batches whose commits consume the schedules together
+ * with the processors' writes.
  *
- * The loop: fetch a page of due schedules (never the whole backlog), start deliveries up to
- * `concurrency`, then sleep until the earliest deadline, a local commit, a remote change notification,
- * `wake()`, or `rescanInterval`, whichever comes first. Each delivery stages the consumption of the
- * schedule's version before the processor runs; the commit makes the consumption and the processor's
- * writes durable together. A stale version is skipped; a concurrent replacement aborts the commit and the
- * new version is delivered later; an error leaves the schedule pending, retried after `retryDelay`.
+ * The loop: while a slot is free (`concurrency`) and work may be due, open a delivery (the backend claims
+ * and consumes up to a batch of due schedules in one transaction) and run it in the background; then sleep
+ * until the earliest deadline, a local commit, a remote change notification, a finishing batch, `wake()`,
+ * or `rescanInterval`, whichever comes first. A batch runs its processors one after another, each in its
+ * own savepoint, and commits once: per message, the processor's writes and the consumption commit together
+ * or not at all; a failure rolls back only that message's part and records the failed attempt (or the dead
+ * letter) in the same commit. A crash mid-batch leaves every claimed schedule pending: it is redelivered and
+ * every effect still commits once. A batch never waits for more work to arrive.
  */
-export class Dispatcher<Sql = unknown> {
+export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
+  implements Observable<DispatcherEvents>
+{
   readonly #store: Store<Sql>;
   readonly #processor: Processor<Sql>;
   readonly #rescanInterval: number;
   readonly #retryDelay: (attempt: number, error: unknown) => number;
   readonly #concurrency: number;
   readonly #maxAttempts: number;
-  readonly #onDeadLetter: DispatcherOptions<Sql>['onDeadLetter'];
+  readonly #onDeadLetter: DispatcherOptions<M, Sql>['onDeadLetter'];
   readonly #drainTimeout: number;
   readonly #batchSize: number;
+  readonly #batchDuration: number;
   readonly #logger: Logger;
   readonly #clock: Clock;
+  readonly #telemetryOption: TelemetryOption | undefined;
+  readonly #events: Emitter<DispatcherEvents>;
+  #telemetry: DeliveryTelemetry | undefined;
 
   readonly #loop: RunLoop;
-  readonly #inFlight = new Map<string, Promise<void>>();
-  /** Local backoff for schedules whose failure could not be recorded (backend unreachable). */
-  readonly #localBackoff = new Map<string, number>();
+  readonly #batches = new Set<Promise<void>>();
   readonly #abort = new AbortController();
-  /** A change notification arrived: the buffer may miss a schedule that is due earlier. */
-  #changed = false;
-  #buffer: Schedule[] = [];
-  /** The last page read was full: more may be due behind it (true also when nothing was read yet). */
-  #bufferFull = true;
-  #bufferedAt = Number.NEGATIVE_INFINITY;
-  #stats = { delivered: 0, failed: 0, retried: 0, deadLettered: 0, skipped: 0 };
+  /** Work may be due that no open batch holds: claim before sleeping. */
+  #mayHaveDue = true;
+  /** Consecutive looks that found work due but none claimable (held by other open deliveries). */
+  #heldLooks = 0;
+  /** Consecutive failed batches, and until when no new batch is opened because of them. */
+  #batchFailures = 0;
+  #holdUntil = Number.NEGATIVE_INFINITY;
+  /** Mean real time one processor takes, in ms (undefined until measured). */
+  #meanProcessMs: number | undefined;
+  #stats = {
+    batches: 0,
+    delivered: 0,
+    failed: 0,
+    retried: 0,
+    deadLettered: 0,
+    skipped: 0,
+    conflicts: 0,
+    missed: 0,
+  };
 
-  constructor(options: DispatcherOptions<Sql>) {
+  constructor(options: DispatcherOptions<M, Sql>) {
     if (typeof options !== 'object' || options === null)
       throw new InvalidArgumentError('options', options, 'must be an object { store, processor, ... }');
-    if (typeof options.store?.transact !== 'function')
+    if (typeof options.store?.transact !== 'function' || typeof options.store?.driver?.deliver !== 'function')
       throw new InvalidArgumentError(
         'options.store',
         options.store,
-        'must be a duetime Store (backend.store)',
-      );
-    if (typeof options.processor !== 'function')
-      throw new InvalidArgumentError(
-        'options.processor',
-        options.processor,
-        'must be a function (tx, message) => Promise<void>',
+        'must be a duetime Store (backend.store) whose driver implements deliver()',
       );
     this.#store = options.store;
-    this.#processor = options.processor;
+    this.#processor = processorOf(options);
     this.#rescanInterval = duration('options.rescanInterval', options.rescanInterval ?? 1000);
-    const retryDelay = options.retryDelay ?? 1000;
+    const retryDelay = options.retryDelay ?? exponentialBackoff();
     if (typeof retryDelay === 'function') {
       this.#retryDelay = (attempt, error) =>
         duration('retryDelay()', retryDelay(attempt, error), { allowZero: true });
@@ -154,22 +114,46 @@ export class Dispatcher<Sql = unknown> {
     }
     this.#concurrency = positiveInteger('options.concurrency', options.concurrency ?? 1);
     this.#maxAttempts =
-      options.maxAttempts === undefined
+      options.maxAttempts === Number.POSITIVE_INFINITY
         ? Number.POSITIVE_INFINITY
-        : positiveInteger('options.maxAttempts', options.maxAttempts);
+        : positiveInteger('options.maxAttempts', options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS);
     if (options.onDeadLetter !== undefined && typeof options.onDeadLetter !== 'function')
       throw new InvalidArgumentError('options.onDeadLetter', options.onDeadLetter, 'must be a function');
     this.#onDeadLetter = options.onDeadLetter;
     this.#drainTimeout = duration('options.drainTimeout', options.drainTimeout ?? 30_000, {
       allowZero: true,
     });
-    this.#batchSize = positiveInteger(
-      'options.batchSize',
-      options.batchSize ?? Math.max(16, 4 * this.#concurrency),
-    );
+    this.#batchSize = positiveInteger('options.batchSize', options.batchSize ?? 256);
+    if (this.#batchSize > MAX_BATCH_SIZE)
+      throw new InvalidArgumentError(
+        'options.batchSize',
+        options.batchSize,
+        `must be at most ${MAX_BATCH_SIZE}`,
+      );
+    this.#batchDuration = duration('options.batchDuration', options.batchDuration ?? 50);
     this.#logger = options.logger ?? this.#store.logger;
     this.#clock = options.clock ?? this.#store.clock;
     this.#loop = new RunLoop('dispatcher', this.#clock);
+    this.#telemetryOption = telemetryOption(options.telemetry);
+    this.#events = new Emitter<DispatcherEvents>('dispatcher', DISPATCHER_EVENTS, () => this.#logger);
+  }
+
+  /**
+   * Listens to `name` (see {@link DispatcherEvents}); returns a function that stops listening. Listeners
+   * run after the batch commit, once per message; one that throws is logged and changes nothing.
+   */
+  on<K extends keyof DispatcherEvents>(name: K, listener: Listener<DispatcherEvents[K]>): () => void {
+    return this.#events.on(name, listener);
+  }
+
+  /** Like {@link on}, for the next event only. */
+  once<K extends keyof DispatcherEvents>(name: K, listener: Listener<DispatcherEvents[K]>): () => void {
+    return this.#events.once(name, listener);
+  }
+
+  /** Removes a listener added with {@link on}. */
+  off<K extends keyof DispatcherEvents>(name: K, listener: Listener<DispatcherEvents[K]>): void {
+    this.#events.off(name, listener);
   }
 
   /**
@@ -189,15 +173,16 @@ export class Dispatcher<Sql = unknown> {
     return this.#loop.done;
   }
 
-  /** Forces a rescan now, e.g. after a change the push channel cannot see. */
+  /** Forces a look at the due index now, e.g. after a change the push channel cannot see. */
   wake(): void {
-    this.#changed = true;
+    this.#mayHaveDue = true;
     this.#loop.wake();
   }
 
   /**
-   * Stops taking new work and waits for deliveries in flight, up to `drainTimeout`; then aborts their
-   * signals and returns. Their transactions still commit or roll back on their own: nothing is lost.
+   * Stops taking new work and waits for open batches, up to `drainTimeout`; then aborts their processors'
+   * signals and returns. A batch being drained puts back the schedules it has not started and commits what
+   * it delivered; nothing is lost.
    */
   async drain(): Promise<void> {
     await this.#loop.drain();
@@ -207,12 +192,13 @@ export class Dispatcher<Sql = unknown> {
     return {
       running: this.#loop.state === 'running',
       draining: this.#loop.state === 'draining',
-      inFlight: this.#inFlight.size,
+      inFlight: this.#batches.size,
       ...this.#stats,
     };
   }
 
   async #run(): Promise<void> {
+    this.#startTelemetry();
     const unsubscribe = this.#store.onChange((change) => this.#onChange(change));
     let failures = 0;
     try {
@@ -227,180 +213,234 @@ export class Dispatcher<Sql = unknown> {
           wait = Math.min(this.#rescanInterval, 50 * 2 ** Math.min(failures, 10));
           this.#logger.warn('dispatcher scan failed; retrying', { error, retryInMs: wait, failures });
         }
-        // The deadline slept for has come: read the due index rather than the leftovers of the last page.
-        if (await this.#loop.sleep(wait)) this.#bufferFull = true;
+        await this.#loop.sleep(wait);
+        // Whatever ended the sleep (a deadline, a commit, a finishing batch, a rescan), look again.
+        this.#mayHaveDue = true;
       }
     } finally {
       unsubscribe();
-      await this.#finishInFlight();
+      await this.#finishBatches();
+      this.#telemetry?.close();
     }
+  }
+
+  /**
+   * Sets up telemetry without delaying the loop: at once when the API is given or already loaded, else
+   * once the lazy import settles (batches opened before that go unrecorded).
+   */
+  #startTelemetry(): void {
+    const option = this.#telemetryOption;
+    if (option === false) return;
+    const attach = (api: OpenTelemetryApi | null | undefined) => {
+      if (!api || this.#telemetry || this.#loop.state === 'stopped') return;
+      try {
+        this.#telemetry = new DeliveryTelemetry(api, option ?? {}, this.#store.driver, () =>
+          this.#clock.now(),
+        );
+      } catch (error) {
+        this.#logger.warn('OpenTelemetry instruments could not be created; running without them', { error });
+      }
+    };
+    const known = option?.api ?? loadedOpenTelemetry();
+    if (known !== undefined) attach(known);
+    else void loadOpenTelemetry().then(attach);
   }
 
   #onChange(change: StoreChange): void {
-    this.#changed = true;
-    if (change.earliest === undefined || change.earliest.getTime() < this.#loop.armedAt) this.#loop.wake();
+    if (change.earliest === undefined || change.earliest.getTime() < this.#loop.armedAt) this.wake();
   }
 
-  #startable(schedule: Schedule): boolean {
-    return (
-      !this.#inFlight.has(schedule.key) && !this.#localBackoff.has(`${schedule.key}@${schedule.version}`)
-    );
+  /** How many schedules the next batch claims: fewer when processors are slow. */
+  #limit(): number {
+    const mean = this.#meanProcessMs;
+    if (mean === undefined) return Math.min(this.#batchSize, FIRST_BATCH);
+    return Math.max(1, Math.min(this.#batchSize, Math.floor(this.#batchDuration / Math.max(mean, 0.001))));
   }
 
-  /**
-   * Starts what is due; returns how long to sleep before the next look. Due schedules are read a page at
-   * a time into a small buffer that finishing deliveries draw from, so a busy dispatcher does not re-read
-   * the head of the due index for every delivery (a page is delivered in no particular order; pages go
-   * in due order). The buffer is dropped on a change notification and
-   * after a rescan period, and a buffered schedule that went stale is simply skipped at consumption.
-   */
+  /** Opens batches while slots are free and work may be due; returns how long to sleep. */
   async #tick(): Promise<number> {
-    const now = this.#clock.now();
-    for (const [id, until] of this.#localBackoff) if (until <= now) this.#localBackoff.delete(id);
-    if (this.#changed || now - this.#bufferedAt >= this.#rescanInterval) {
-      this.#buffer = [];
-      this.#bufferFull = true;
-      this.#changed = false;
-    }
-    for (;;) {
-      if (this.#buffer.length === 0) {
-        // Everything the last page held has started and that page was the whole due set.
-        if (!this.#bufferFull) break;
-        const page = await this.#store.driver.dueSchedules(new Date(now), this.#batchSize);
-        if (!this.#loop.running) return 0;
-        // Shuffled within the page: dispatchers reading the same head of the due index then mostly pick
-        // different schedules instead of racing for the same ones. Pages still go in due order.
-        this.#buffer = shuffle(page.filter((s) => this.#startable(s)));
-        this.#bufferFull = page.length >= this.#batchSize;
-        this.#bufferedAt = now;
-        if (this.#buffer.length === 0) break;
+    const driver = this.#store.driver;
+    const holdFor = this.#holdUntil - this.#clock.now();
+    if (holdFor > 0) return Math.min(holdFor, this.#rescanInterval);
+    let claimedAt = Number.NEGATIVE_INFINITY;
+    while (this.#loop.running && this.#mayHaveDue && this.#batches.size < this.#concurrency) {
+      const limit = this.#limit();
+      claimedAt = this.#clock.now();
+      const tx = await driver.deliver(new Date(claimedAt), limit);
+      if (tx.claimed.length < limit) this.#mayHaveDue = false;
+      if (tx.claimed.length === 0 || !this.#loop.running) {
+        await tx.rollback();
+        break;
       }
-      while (this.#inFlight.size < this.#concurrency && this.#buffer.length > 0) {
-        const schedule = this.#buffer.shift()!;
-        if (this.#startable(schedule)) this.#start(schedule);
-      }
-      // Slots are full with work still buffered: a finishing delivery wakes the loop.
-      if (this.#buffer.length > 0) return this.#rescanInterval;
-      if (!this.#bufferFull) break;
-      if (this.#inFlight.size >= this.#concurrency) return this.#rescanInterval;
+      this.#heldLooks = 0;
+      const settings = this.#batchSettings();
+      this.#start(runBatch(tx, settings), settings.observer);
     }
-    const next = await this.#store.driver.nextDueAt();
+    // Slots are full: a finishing batch wakes the loop.
+    if (this.#batches.size >= this.#concurrency || !this.#loop.running) return this.#rescanInterval;
+    if (this.#mayHaveDue) return 0;
+    const next = await driver.nextDueAt();
     if (next === undefined) return this.#rescanInterval;
     const delay = next.getTime() - this.#clock.now();
     if (delay > 0) return Math.min(delay, this.#rescanInterval);
-    if (next.getTime() > this.#bufferedAt) {
-      // It fell due after the last page was read (during this pass, or a retry since): read again now.
-      this.#bufferFull = true;
+    if (next.getTime() > claimedAt) {
+      // It fell due after the last claim (during this pass, or a retry since): claim again now.
+      this.#mayHaveDue = true;
       return 0;
     }
-    // Due now but nothing could start: all in flight (a finishing delivery wakes us), or held back locally
-    // (look again when the earliest hold ends).
-    if (this.#inFlight.size > 0) return this.#rescanInterval;
-    let earliest = Number.POSITIVE_INFINITY;
-    for (const until of this.#localBackoff.values()) earliest = Math.min(earliest, until);
-    if (earliest === Number.POSITIVE_INFINITY) return Math.min(this.#rescanInterval, 25);
-    return Math.max(1, Math.min(this.#rescanInterval, earliest - this.#clock.now()));
+    // Due, yet nothing could be claimed: open deliveries hold it. Ours wake the loop when they finish;
+    // another process's are looked at again after a growing pause.
+    if (this.#batches.size > 0) return this.#rescanInterval;
+    this.#heldLooks++;
+    return Math.min(this.#rescanInterval, 25 * 2 ** Math.min(this.#heldLooks - 1, 6));
   }
 
-  #start(schedule: Schedule): void {
-    const delivery = this.#deliver(schedule).finally(() => {
-      this.#inFlight.delete(schedule.key);
-      // A free slot: take the next buffered schedule (no need to read the due index again).
-      if (this.#loop.running) this.#loop.wake();
-    });
-    this.#inFlight.set(schedule.key, delivery);
+  #batchSettings() {
+    return {
+      processor: this.#processor,
+      onDeadLetter: this.#onDeadLetter,
+      maxAttempts: this.#maxAttempts,
+      retryDelay: this.#retryDelay,
+      clock: this.#clock,
+      logger: this.#logger,
+      signal: this.#abort.signal,
+      running: () => this.#loop.running,
+      budgetMs: this.#batchDuration,
+      observer: this.#observer(),
+    };
   }
 
-  async #deliver(schedule: Schedule): Promise<void> {
-    const attempt = schedule.attempts + 1;
-    let consumed = false;
-    try {
-      await this.#store.transact(async (tx) => {
-        consumed = await consumeSchedule(tx, schedule.key, schedule.version);
-        if (!consumed) return;
-        await this.#processor(tx, structuredClone(schedule.message), {
-          schedule,
-          attempt,
-          signal: this.#abort.signal,
+  /** A watch over the next batch's parts, when anyone listens or telemetry is on (else nothing, no cost). */
+  #observer(): BatchObserver | undefined {
+    const telemetry = this.#telemetry;
+    if (!telemetry && !this.#events.has()) return undefined;
+    return {
+      parts: [],
+      begin: (part) => telemetry?.begin(part),
+      run: (part, fn) => (telemetry ? telemetry.run(part, fn) : fn()),
+    };
+  }
+
+  /** Tells of each part's fate once its batch committed or rolled back. Never throws. */
+  #report(parts: readonly ObservedPart[]): void {
+    for (const part of parts) {
+      try {
+        this.#telemetry?.settle(part);
+      } catch (error) {
+        this.#logger.warn('recording a delivery in OpenTelemetry failed', { error });
+      }
+      if (!this.#events.has()) continue;
+      const { schedule, attempt, occurrence, latenessMs, durationMs, error } = part;
+      const retryAt = part.retryAt as Date;
+      switch (part.fate) {
+        case 'delivered':
+          this.#events.emit('delivered', { schedule, attempt, occurrence, latenessMs, durationMs });
+          break;
+        case 'failed':
+          this.#events.emit('failed', {
+            schedule,
+            attempt,
+            occurrence,
+            latenessMs,
+            durationMs,
+            error,
+            retryAt,
+          });
+          break;
+        case 'retried':
+          this.#events.emit('retried', {
+            schedule,
+            attempt,
+            occurrence,
+            latenessMs,
+            durationMs,
+            error: error as RetryError,
+            retryAt,
+          });
+          break;
+        case 'deadLettered':
+          this.#events.emit('deadLettered', {
+            schedule,
+            attempt,
+            occurrence,
+            latenessMs,
+            durationMs,
+            error,
+            attempts: attempt,
+          });
+          break;
+        case 'skipped':
+          this.#events.emit('skipped', {
+            schedule,
+            attempt,
+            occurrence,
+            latenessMs,
+            durationMs,
+            reason: 'stale',
+          });
+          break;
+        case 'missed':
+          this.#events.emit('missed', { schedule, attempt, occurrence, latenessMs, durationMs });
+          break;
+        default:
+        // A conflict (delivered again) or a rolled-back batch: nothing happened to report.
+      }
+    }
+  }
+
+  #start(batch: Promise<BatchResult>, observer: BatchObserver | undefined): void {
+    const tracked: Promise<void> = batch.then(
+      (result) => {
+        this.#finished(result);
+        if (observer) this.#report(observer.parts);
+      },
+      (error: unknown) => {
+        if (observer) this.#report(observer.parts);
+        this.#batchFailures++;
+        const wait = Math.min(this.#rescanInterval, 50 * 2 ** Math.min(this.#batchFailures, 10));
+        this.#holdUntil = this.#clock.now() + wait;
+        this.#logger.warn('a delivery batch failed; its schedules stay pending', {
+          error,
+          retryInMs: wait,
+          failures: this.#batchFailures,
         });
-      });
-      if (consumed) this.#stats.delivered++;
-      else this.#skipped(schedule);
-    } catch (error) {
-      if (error instanceof ConflictError && error.kind === 'schedule') {
-        this.#skipped(schedule);
-        return;
-      }
-      await this.#failed(schedule, attempt, error);
-    }
-  }
-
-  /**
-   * The version was stale (it will not come back) or another dispatcher holds it: either way, leave this
-   * version alone for a rescan period instead of fetching it again at once.
-   */
-  #skipped(schedule: Schedule): void {
-    this.#stats.skipped++;
-    this.#localBackoff.set(`${schedule.key}@${schedule.version}`, this.#clock.now() + this.#rescanInterval);
-  }
-
-  async #failed(schedule: Schedule, attempt: number, error: unknown): Promise<void> {
-    const quiet = error instanceof RetryError;
-    const fields = { key: schedule.key, version: schedule.version, type: schedule.message.type, attempt };
-    try {
-      if (!quiet && attempt >= this.#maxAttempts) {
-        await this.#deadLetter(schedule, attempt, error);
-        return;
-      }
-      const delay = quiet && error.delay !== undefined ? error.delay : this.#retryDelay(attempt, error);
-      if (quiet) this.#stats.retried++;
-      else {
-        this.#stats.failed++;
-        this.#logger.warn('processor failed; will retry', { ...fields, error, retryInMs: delay });
-      }
-      const dueAt = new Date(this.#clock.now() + delay);
-      await this.#store.driver.recordFailure(schedule.key, schedule.version, {
-        attempts: quiet ? schedule.attempts : attempt,
-        dueAt,
-        error: describeError(error),
-      });
-    } catch (recordError) {
-      // The backend is unreachable: hold the schedule back locally; it stays pending durably.
-      this.#localBackoff.set(
-        `${schedule.key}@${schedule.version}`,
-        this.#clock.now() + this.#retryDelay(attempt, error),
-      );
-      this.#logger.error('could not record a failed delivery; backing off locally', {
-        ...fields,
-        error: recordError,
-      });
-    }
-  }
-
-  async #deadLetter(schedule: Schedule, attempts: number, error: unknown): Promise<void> {
-    let consumed = false;
-    await this.#store.transact(async (tx) => {
-      consumed = await consumeSchedule(tx, schedule.key, schedule.version);
-      if (consumed && this.#onDeadLetter) await this.#onDeadLetter({ schedule, error, attempts }, tx);
+      },
+    );
+    const settled = tracked.finally(() => {
+      this.#batches.delete(settled);
+      // A free slot, and perhaps more due behind this batch: look again.
+      if (this.#loop.running) this.wake();
     });
-    if (consumed) {
-      this.#stats.deadLettered++;
-      this.#logger.error('message dead-lettered', {
-        key: schedule.key,
-        version: schedule.version,
-        type: schedule.message.type,
-        attempts,
-        error,
-      });
-    }
+    this.#batches.add(settled);
   }
 
-  async #finishInFlight(): Promise<void> {
-    if (this.#inFlight.size === 0) return;
+  #finished(result: BatchResult): void {
+    this.#batchFailures = 0;
+    this.#stats.batches++;
+    this.#stats.delivered += result.delivered;
+    this.#stats.failed += result.failed;
+    this.#stats.retried += result.retried;
+    this.#stats.deadLettered += result.deadLettered;
+    this.#stats.skipped += result.skipped;
+    this.#stats.conflicts += result.conflicts;
+    this.#stats.missed += result.missed;
+    if (result.processed > 0) {
+      const mean = result.processMs / result.processed;
+      this.#meanProcessMs = this.#meanProcessMs === undefined ? mean : this.#meanProcessMs * 0.7 + mean * 0.3;
+    }
+    if (result.scheduled)
+      announceLocalChange(
+        this.#store,
+        result.earliest === undefined ? {} : { earliest: new Date(result.earliest) },
+      );
+  }
+
+  async #finishBatches(): Promise<void> {
+    if (this.#batches.size === 0) return;
     let timedOut = false;
     const cancelTimer: { fn?: () => void } = {};
     await Promise.race([
-      Promise.allSettled([...this.#inFlight.values()]),
+      Promise.allSettled([...this.#batches]),
       new Promise<void>((resolve) => {
         cancelTimer.fn = this.#clock.setTimer(this.#drainTimeout, () => {
           timedOut = true;
@@ -411,22 +451,73 @@ export class Dispatcher<Sql = unknown> {
     cancelTimer.fn?.();
     if (timedOut) {
       this.#logger.warn('drain timed out; aborting processors still running', {
-        inFlight: this.#inFlight.size,
+        inFlight: this.#batches.size,
       });
       this.#abort.abort(new ClosedError('dispatcher'));
     }
   }
 }
 
-function shuffle<T>(items: T[]): T[] {
-  for (let i = items.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1));
-    [items[i], items[j]] = [items[j]!, items[i]!];
-  }
-  return items;
+/** Checks the `telemetry` option. */
+function telemetryOption(option: unknown): TelemetryOption | undefined {
+  if (option === undefined || option === false) return option;
+  if (typeof option !== 'object' || option === null)
+    throw new InvalidArgumentError(
+      'options.telemetry',
+      option,
+      'must be false or { api?, tracerProvider?, meterProvider?, countLimit? }',
+    );
+  const o = option as Record<string, unknown>;
+  if (
+    o.api !== undefined &&
+    typeof (o.api as { trace?: { getTracer?: unknown } }).trace?.getTracer !== 'function'
+  )
+    throw new InvalidArgumentError('options.telemetry.api', o.api, "must be the '@opentelemetry/api' module");
+  if (o.countLimit !== undefined)
+    positiveInteger('options.telemetry.countLimit', o.countLimit, { allowZero: true });
+  return option as TelemetryOption;
 }
 
-function describeError(error: unknown): string {
-  if (error instanceof Error) return `${error.name}: ${error.message}`.slice(0, 2000);
-  return String(error).slice(0, 2000);
+/** The one processor a dispatcher runs: `processor`, or a router over `handlers` by message type. */
+function processorOf<M extends MessageTypes, Sql>(options: DispatcherOptions<M, Sql>): Processor<Sql> {
+  const { processor, handlers } = options;
+  if (processor !== undefined && handlers !== undefined)
+    throw new InvalidArgumentError(
+      'options.handlers',
+      handlers,
+      'give either processor or handlers, not both',
+    );
+  if (handlers === undefined) {
+    if (typeof processor !== 'function')
+      throw new InvalidArgumentError(
+        'options.processor',
+        processor,
+        'must be a function (tx, message, context) => Promise<void> (or give handlers: { [type]: handler })',
+      );
+    return processor as Processor<Sql>;
+  }
+  if (typeof handlers !== 'object' || handlers === null || Array.isArray(handlers))
+    throw new InvalidArgumentError(
+      'options.handlers',
+      handlers,
+      'must be an object { [message type]: handler }',
+    );
+  const table = new Map<string, Processor<Sql>>();
+  for (const [type, handler] of Object.entries(handlers)) {
+    if (typeof handler !== 'function')
+      throw new InvalidArgumentError(
+        `options.handlers[${JSON.stringify(type)}]`,
+        handler,
+        'must be a function',
+      );
+    table.set(type, handler as Processor<Sql>);
+  }
+  if (table.size === 0)
+    throw new InvalidArgumentError('options.handlers', handlers, 'must name at least one type');
+  const known = [...table.keys()];
+  return (tx, message, context) => {
+    const handler = table.get(message.type);
+    if (!handler) throw new UnknownMessageTypeError(message.type, known);
+    return handler(tx, message, context);
+  };
 }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { type Clock, systemClock } from '../clock.js';
 import { ClosedError, DuetimeError, InvalidArgumentError } from '../errors.js';
-import { type Logger, silentLogger } from '../logger.js';
+import { defaultLogger, type Logger } from '../logger.js';
 import { duration, identifier } from '../validate.js';
 import { type MonotonicTime, monotonicTime } from './monotonic.js';
 import type { LeaseBackend } from './types.js';
@@ -130,7 +130,7 @@ export class LeaseManager {
         this.#renewInterval,
         `must be less than options.ttl - options.margin (${this.ttl - this.#margin}) to renew in time`,
       );
-    this.#logger = options.logger ?? silentLogger;
+    this.#logger = options.logger ?? defaultLogger;
     if (options.onLost !== undefined) {
       if (typeof options.onLost !== 'function')
         throw new InvalidArgumentError('options.onLost', options.onLost, 'must be a function');

@@ -1,12 +1,21 @@
 import type { Backend } from '../backend.js';
 import { type Clock, systemClock } from '../clock.js';
 import { ClosedError, ConflictError } from '../errors.js';
+import { guardCursors, guardLeases } from '../factory/lifecycle.js';
 import type { CursorBackend, LeaseBackend, LeaseGrant, LeaseHolder } from '../lease/types.js';
 import type { Logger } from '../logger.js';
-import { createBufferedTransaction } from '../store/buffered.js';
-import type { DriverScheduleQuery, DriverTransaction, StoreDriver, StoreOp } from '../store/driver.js';
+import { type BufferedReads, createBufferedDelivery, createBufferedTransaction } from '../store/buffered.js';
+import type {
+  DeliveryTransaction,
+  DriverDeadLetterQuery,
+  DriverScheduleQuery,
+  DriverTransaction,
+  StoreDriver,
+  StoreOp,
+} from '../store/driver.js';
+import { readRecurrence } from '../store/recurrence.js';
 import { createStore, type Store } from '../store/store.js';
-import type { Event, Message, Schedule } from '../store/types.js';
+import type { DeadLetterRecord, Event, Message, Schedule } from '../store/types.js';
 
 interface StoredSchedule {
   at: number;
@@ -14,6 +23,9 @@ interface StoredSchedule {
   version: number;
   attempts: number;
   dueAt: number;
+  lastError?: string;
+  /** The stored recurrence as JSON text, as a durable backend would keep it. */
+  recurrence?: string;
 }
 
 /**
@@ -23,11 +35,18 @@ interface StoredSchedule {
 export class MemoryDatabase {
   readonly events = new Map<string, string[]>();
   readonly schedules = new Map<string, StoredSchedule>();
+  /** Dead letters by key, as JSON text. */
+  readonly deadLetters = new Map<string, string>();
   /** The store-wide version counter (only grows). */
   version = 0;
   readonly leases = new Map<string, { owner: string; token: number; expiresAt: number }>();
   readonly tokens = new Map<string, number>();
   readonly cursors = new Map<string, { at: number; expiresAt: number }>();
+  /**
+   * Schedule versions held by open deliveries (`key` → version), so that two dispatchers sharing this
+   * database never run one schedule at once (exclusive claims). Released when the delivery ends.
+   */
+  readonly claims = new Map<string, number>();
   readonly watchers = new Set<(change: { earliest?: Date }) => void>();
   readonly clock: Clock;
 
@@ -66,9 +85,10 @@ export function createMemoryBackend(options: MemoryBackendOptions = {}): Backend
   return {
     name: 'memory',
     store,
-    leases: new MemoryLeases(db, clock, check),
-    cursors: new MemoryCursors(db, clock, check),
-    capabilities: { multiProcess: false, durable: false, sql: false, exclusiveClaims: false },
+    // As every backend does: core checks the arguments and the closed state before the adapter's code runs.
+    leases: guardLeases(new MemoryLeases(db, clock, check), check),
+    cursors: guardCursors(new MemoryCursors(db, clock, check), check),
+    capabilities: { multiProcess: false, durable: false, sql: false, exclusiveClaims: true },
     async close() {
       await store.close();
     },
@@ -76,7 +96,7 @@ export function createMemoryBackend(options: MemoryBackendOptions = {}): Backend
 }
 
 function toSchedule(key: string, s: StoredSchedule): Schedule {
-  return {
+  const schedule: Schedule = {
     key,
     at: new Date(s.at),
     message: JSON.parse(s.message) as Message,
@@ -84,6 +104,14 @@ function toSchedule(key: string, s: StoredSchedule): Schedule {
     attempts: s.attempts,
     dueAt: new Date(s.dueAt),
   };
+  if (s.lastError !== undefined) schedule.lastError = s.lastError;
+  if (s.recurrence !== undefined) schedule.recurrence = readRecurrence(JSON.parse(s.recurrence), key);
+  return schedule;
+}
+
+function toDeadLetter(text: string): DeadLetterRecord {
+  const d = JSON.parse(text) as Omit<DeadLetterRecord, 'at' | 'deadAt'> & { at: number; deadAt: number };
+  return { ...d, at: new Date(d.at), deadAt: new Date(d.deadAt) };
 }
 
 function compareBy(field: 'at' | 'dueAt') {
@@ -103,15 +131,48 @@ class MemoryStoreDriver implements StoreDriver<undefined> {
     this.#onClose = onClose;
   }
 
+  readonly #reads: BufferedReads = {
+    loadEvents: (id) => this.loadEvents(id),
+    loadSchedule: (key) => this.loadSchedule(key),
+    listSchedules: (q) => this.listSchedules(q),
+    loadDeadLetter: (key) => this.loadDeadLetter(key),
+  };
+
   async begin(): Promise<DriverTransaction<undefined>> {
     this.#check();
-    return createBufferedTransaction({
-      reads: {
-        loadEvents: (id) => this.loadEvents(id),
-        loadSchedule: (key) => this.loadSchedule(key),
-        listSchedules: (q) => this.listSchedules(q),
+    return createBufferedTransaction({ reads: this.#reads, commit: async (ops) => void this.#apply([ops]) });
+  }
+
+  /**
+   * A delivery claims the due schedules no other open delivery holds, then commits one group per schedule
+   * (its consumption and its processor's operations) in one atomic step, each group all or nothing.
+   */
+  async deliver(now: Date, limit: number): Promise<DeliveryTransaction<undefined>> {
+    this.#check();
+    const { claims } = this.#db;
+    const claimed: Schedule[] = [];
+    const rows = [...this.#db.schedules]
+      .filter(([key, s]) => s.dueAt <= now.getTime() && claims.get(key) !== s.version)
+      .sort(compareBy('dueAt'));
+    for (const [key, s] of rows.slice(0, limit)) {
+      claims.set(key, s.version);
+      claimed.push(toSchedule(key, s));
+    }
+    const release = async () => {
+      for (const s of claimed) if (claims.get(s.key) === s.version) claims.delete(s.key);
+    };
+    return createBufferedDelivery({
+      claimed,
+      reads: this.#reads,
+      commit: async (ops) => void this.#apply([ops]),
+      commitGroups: async (groups) => {
+        try {
+          return this.#apply(groups, true);
+        } finally {
+          await release();
+        }
       },
-      commit: async (ops) => this.#commit(ops),
+      rollback: release,
     });
   }
 
@@ -150,24 +211,29 @@ class MemoryStoreDriver implements StoreDriver<undefined> {
       .map(([key, s]) => toSchedule(key, s));
   }
 
+  async loadDeadLetter(key: string): Promise<DeadLetterRecord | undefined> {
+    this.#check();
+    const text = this.#db.deadLetters.get(key);
+    return text === undefined ? undefined : toDeadLetter(text);
+  }
+
+  async listDeadLetters(query: DriverDeadLetterQuery): Promise<DeadLetterRecord[]> {
+    this.#check();
+    const { prefix, after, limit } = query;
+    return [...this.#db.deadLetters]
+      .filter(
+        ([key]) => (prefix === undefined || key.startsWith(prefix)) && (after === undefined || key > after),
+      )
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .slice(0, limit)
+      .map(([, text]) => toDeadLetter(text));
+  }
+
   async nextDueAt(): Promise<Date | undefined> {
     this.#check();
     let min: number | undefined;
     for (const s of this.#db.schedules.values()) if (min === undefined || s.dueAt < min) min = s.dueAt;
     return min === undefined ? undefined : new Date(min);
-  }
-
-  async recordFailure(
-    key: string,
-    version: number,
-    failure: { attempts: number; dueAt: Date; error: string },
-  ): Promise<boolean> {
-    this.#check();
-    const s = this.#db.schedules.get(key);
-    if (!s || s.version !== version) return false;
-    s.attempts = failure.attempts;
-    s.dueAt = failure.dueAt.getTime();
-    return true;
   }
 
   watch(onChange: (change: { earliest?: Date }) => void): () => void {
@@ -186,12 +252,40 @@ class MemoryStoreDriver implements StoreDriver<undefined> {
     this.#onClose();
   }
 
-  /** Applies all operations or none: each change is undone if a later precondition fails. */
-  #commit(ops: StoreOp[]): void {
+  /**
+   * Applies groups of operations in order, each all or nothing (a change is undone when a later
+   * precondition of its group fails). With `independent`, a group that fails is left out and reported;
+   * otherwise its ConflictError is thrown (a plain transaction is one group).
+   */
+  #apply(groups: StoreOp[][], independent = false): (ConflictError | undefined)[] {
     this.#check();
+    const results: (ConflictError | undefined)[] = [];
+    let earliest: number | undefined;
+    let put = false;
+    for (const ops of groups) {
+      try {
+        const group = this.#applyGroup(ops);
+        put ||= group.put;
+        if (group.earliest !== undefined && (earliest === undefined || group.earliest < earliest))
+          earliest = group.earliest;
+        results.push(undefined);
+      } catch (error) {
+        if (!independent || !(error instanceof ConflictError)) throw error;
+        results.push(error);
+      }
+    }
+    if (put) {
+      const change = earliest === undefined ? {} : { earliest: new Date(earliest) };
+      for (const watcher of [...this.#db.watchers]) queueMicrotask(() => watcher(change));
+    }
+    return results;
+  }
+
+  #applyGroup(ops: StoreOp[]): { put: boolean; earliest: number | undefined } {
     const db = this.#db;
     const undo: (() => void)[] = [];
     let earliest: number | undefined;
+    let put = false;
     const setSchedule = (key: string, value: StoredSchedule | undefined) => {
       const before = db.schedules.get(key);
       undo.push(() => (before ? db.schedules.set(key, before) : db.schedules.delete(key)));
@@ -211,7 +305,10 @@ class MemoryStoreDriver implements StoreDriver<undefined> {
             db.events.set(op.aggregateId, [...stream, ...op.events.map((e) => JSON.stringify(e))]);
             break;
           }
-          case 'put': {
+          case 'put':
+          case 'rearm': {
+            // A recurrence's next occurrence never replaces a schedule written since it was claimed.
+            if (op.op === 'rearm' && db.schedules.has(op.key)) break;
             const previous = db.version;
             undo.push(() => {
               db.version = previous;
@@ -224,8 +321,21 @@ class MemoryStoreDriver implements StoreDriver<undefined> {
               version: previous + 1,
               attempts: 0,
               dueAt: at,
+              ...(op.recurrence ? { recurrence: JSON.stringify(op.recurrence) } : {}),
             });
+            put = true;
             if (earliest === undefined || at < earliest) earliest = at;
+            break;
+          }
+          case 'dead':
+          case 'deleteDead': {
+            const key = op.op === 'dead' ? op.record.key : op.key;
+            const before = db.deadLetters.get(key);
+            undo.push(() =>
+              before === undefined ? db.deadLetters.delete(key) : db.deadLetters.set(key, before),
+            );
+            if (op.op === 'dead') db.deadLetters.set(key, JSON.stringify(op.record));
+            else db.deadLetters.delete(key);
             break;
           }
           case 'delete':
@@ -241,16 +351,25 @@ class MemoryStoreDriver implements StoreDriver<undefined> {
             setSchedule(op.key, undefined);
             break;
           }
+          case 'fail': {
+            const current = db.schedules.get(op.key);
+            if (current && current.version === op.version)
+              setSchedule(op.key, {
+                ...current,
+                attempts: op.attempts,
+                dueAt: op.dueAt.getTime(),
+                lastError: op.error,
+                ...(op.at ? { at: op.at.getTime() } : {}),
+              });
+            break;
+          }
         }
       }
     } catch (error) {
       for (const step of undo.reverse()) step();
       throw error;
     }
-    if (ops.some((op) => op.op === 'put')) {
-      const change = earliest === undefined ? {} : { earliest: new Date(earliest) };
-      for (const watcher of [...db.watchers]) queueMicrotask(() => watcher(change));
-    }
+    return { put, earliest };
   }
 }
 

@@ -1,18 +1,26 @@
 import { type Clock, systemClock } from '../clock.js';
 import { ClosedError, ConflictError, InvalidArgumentError } from '../errors.js';
-import { type Logger, silentLogger } from '../logger.js';
-import {
-  assertJson,
-  identifier,
-  MAX_MESSAGE_BYTES,
-  positiveInteger,
-  scheduleKey,
-  schedulePrefix,
-  validDate,
-} from '../validate.js';
+import { defaultLogger, type Logger } from '../logger.js';
+import { identifier, positiveInteger, scheduleKey, schedulePrefix, validDate } from '../validate.js';
 import type { Aggregate, AggregateContext } from './aggregate.js';
-import type { DriverTransaction, StoreDriver } from './driver.js';
-import type { Event, Message, Schedule, SchedulePage, ScheduleQuery, StoreChange } from './types.js';
+import type { StoreDriver } from './driver.js';
+import { registerAnnouncer } from './internal.js';
+import { CoreTransaction } from './transaction.js';
+
+export { validMessage } from './message.js';
+
+import type { Recurrence } from './recurrence.js';
+import type {
+  DeadLetterPage,
+  DeadLetterQuery,
+  DeadLetterRecord,
+  Event,
+  Message,
+  Schedule,
+  SchedulePage,
+  ScheduleQuery,
+  StoreChange,
+} from './types.js';
 
 /**
  * The work done inside `store.transact`. Everything it does commits together, or nothing does.
@@ -31,12 +39,25 @@ export interface Transaction<Sql = unknown> {
     id: string,
     command: (state: S, ag: AggregateContext<S>) => void | Promise<void>,
   ): Promise<S>;
-  /** Creates the schedule under `key`, or replaces it with a new version. */
-  schedule(key: string, at: Date, message: Message): Promise<void>;
+  /**
+   * Creates the schedule under `key`, or replaces it with a new version: one-shot at `at`, or recurring
+   * when given a {@link recurring} recurrence (delivered at each occurrence; each occurrence is a new
+   * version, armed in the commit that consumes the previous one).
+   */
+  schedule(key: string, at: Date | Recurrence, message: Message): Promise<void>;
   /** Cancels the schedule under `key`; a no-op when there is none. Returns whether one was cancelled. */
   cancelSchedule(key: string): Promise<boolean>;
   /** Cancels every active schedule whose key starts with `prefix` (literally). Returns how many. */
   cancelSchedulePrefix(prefix: string): Promise<number>;
+  /**
+   * Schedules the dead letter under `key` again (attempts start over) at `options.at` (default now), under
+   * its own key or `options.asKey`, and removes the dead letter. Returns false when there is none.
+   * @throws {ConflictError} (kind `schedule`) when the target key has an active schedule (a recurrence's
+   *   next occurrence, or a newer schedule): retry under another key with `asKey`, or cancel it first.
+   */
+  retryDeadLetter(key: string, options?: { at?: Date; asKey?: string }): Promise<boolean>;
+  /** Removes the dead letter under `key`. Returns whether there was one. */
+  discardDeadLetter(key: string): Promise<boolean>;
   /**
    * Reads a schedule as this transaction sees it (its own changes included). On backends that assign
    * versions at commit (key-value stores), a schedule created in this transaction shows version 0.
@@ -69,6 +90,10 @@ export interface Store<Sql = unknown> {
   listSchedules(through?: Date): Promise<Schedule[]>;
   /** One page of active schedules ordered by deadline then key. */
   pageSchedules(query?: ScheduleQuery): Promise<SchedulePage>;
+  /** The dead letter kept under `key`, if any. */
+  loadDeadLetter(key: string): Promise<DeadLetterRecord | undefined>;
+  /** One page of dead letters ordered by key (see {@link DeadLetterRecord}). */
+  pageDeadLetters(query?: DeadLetterQuery): Promise<DeadLetterPage>;
   /** Iterates active schedules page by page. */
   iterateSchedules(query?: Omit<ScheduleQuery, 'after'>): AsyncIterable<Schedule>;
   /** Listens to schedule changes: local commits and, where the backend has a push channel, remote ones. */
@@ -91,25 +116,7 @@ const MAX_PAGE = 10_000;
 
 /** Builds the public {@link Store} over a backend's {@link StoreDriver}. Backends call this; applications get a Backend. */
 export function createStore<Sql>(driver: StoreDriver<Sql>, options: StoreOptions = {}): Store<Sql> {
-  return new CoreStore(driver, options.clock ?? systemClock, options.logger ?? silentLogger);
-}
-
-interface TxInternals {
-  driverTx: DriverTransaction;
-  /** Marks a schedule consumed by this transaction; false when stale or taken. */
-  consume(key: string, version: number): Promise<boolean>;
-}
-
-const internals = new WeakMap<object, TxInternals>();
-
-/**
- * Stages the consumption of `key` at `version` in `tx` (dispatchers use this before calling a processor).
- * Returns false when the schedule is stale or held by another transaction.
- */
-export function consumeSchedule(tx: Transaction<unknown>, key: string, version: number): Promise<boolean> {
-  const inner = internals.get(tx);
-  if (!inner) throw new InvalidArgumentError('tx', tx, 'is not a duetime transaction');
-  return inner.consume(key, version);
+  return new CoreStore(driver, options.clock ?? systemClock, options.logger ?? defaultLogger);
 }
 
 class CoreStore<Sql> implements Store<Sql> {
@@ -124,6 +131,7 @@ class CoreStore<Sql> implements Store<Sql> {
     this.driver = driver;
     this.clock = clock;
     this.logger = logger;
+    registerAnnouncer(this, (change) => this.#emit(change));
   }
 
   #open(): void {
@@ -180,10 +188,28 @@ class CoreStore<Sql> implements Store<Sql> {
     return all;
   }
 
+  async loadDeadLetter(key: string): Promise<DeadLetterRecord | undefined> {
+    this.#open();
+    return this.driver.loadDeadLetter(scheduleKey(key));
+  }
+
+  async pageDeadLetters(query: DeadLetterQuery = {}): Promise<DeadLetterPage> {
+    this.#open();
+    const limit = pageLimit(query.limit);
+    const prefix = query.prefix === undefined ? undefined : schedulePrefix(query.prefix);
+    const after = query.after === undefined ? undefined : scheduleKey(query.after);
+    const items = await this.driver.listDeadLetters({
+      limit,
+      ...(prefix !== undefined ? { prefix } : {}),
+      ...(after !== undefined ? { after } : {}),
+    });
+    const last = items.at(-1);
+    return items.length === limit && last ? { items, next: last.key } : { items };
+  }
+
   async pageSchedules(query: ScheduleQuery = {}): Promise<SchedulePage> {
     this.#open();
-    const limit = query.limit === undefined ? DEFAULT_PAGE : positiveInteger('query.limit', query.limit);
-    if (limit > MAX_PAGE) throw new InvalidArgumentError('query.limit', limit, `must be at most ${MAX_PAGE}`);
+    const limit = pageLimit(query.limit);
     const through = query.through === undefined ? undefined : validDate('through', query.through);
     const prefix = query.prefix === undefined ? undefined : schedulePrefix(query.prefix);
     const after = query.after;
@@ -249,146 +275,8 @@ function backoff(attempt: number): number {
   return base / 2 + Math.random() * base;
 }
 
-/** Checks a message and returns a detached copy (what gets stored). */
-export function validMessage(message: unknown, field = 'message'): Message {
-  if (typeof message !== 'object' || message === null || Array.isArray(message))
-    throw new InvalidArgumentError(field, message, 'must be an object { type, aggregateId, data? }');
-  const m = message as Record<string, unknown>;
-  identifier(`${field}.type`, m.type);
-  identifier(`${field}.aggregateId`, m.aggregateId);
-  if (m.data !== undefined) assertJson(`${field}.data`, m.data);
-  const copy: Message = { type: m.type as string, aggregateId: m.aggregateId as string };
-  if (m.data !== undefined) copy.data = JSON.parse(JSON.stringify(m.data));
-  const bytes = Buffer.byteLength(JSON.stringify(copy));
-  if (bytes > MAX_MESSAGE_BYTES)
-    throw new InvalidArgumentError(
-      field,
-      `${bytes} bytes`,
-      `serialises to more than ${MAX_MESSAGE_BYTES} bytes`,
-    );
-  return copy;
-}
-
-class CoreTransaction<Sql> implements Transaction<Sql> {
-  readonly #driverTx: DriverTransaction<Sql>;
-  readonly #clock: Clock;
-  readonly #streams = new Map<string, Event[]>();
-  #finished = false;
-  scheduled = false;
-  earliest: number | undefined;
-
-  constructor(driverTx: DriverTransaction<Sql>, clock: Clock) {
-    this.#driverTx = driverTx;
-    this.#clock = clock;
-    internals.set(this, {
-      driverTx,
-      consume: async (key, version) => {
-        this.#open();
-        return driverTx.consume(key, version);
-      },
-    });
-  }
-
-  get sql(): Sql {
-    this.#open();
-    return this.#driverTx.sql;
-  }
-
-  finish(): void {
-    this.#finished = true;
-  }
-
-  #open(): void {
-    if (this.#finished) throw new ClosedError('transaction (it has already committed or rolled back)');
-  }
-
-  async #stream(id: string): Promise<Event[]> {
-    let events = this.#streams.get(id);
-    if (!events) {
-      events = await this.#driverTx.loadEvents(id);
-      this.#streams.set(id, events);
-    }
-    return events;
-  }
-
-  async exec<S>(
-    agg: Aggregate<S>,
-    id: string,
-    command: (state: S, ag: AggregateContext<S>) => void | Promise<void>,
-  ): Promise<S> {
-    this.#open();
-    if (typeof agg?.fold !== 'function')
-      throw new InvalidArgumentError('aggregate', agg, 'must come from aggregate({...})');
-    identifier('aggregateId', id);
-    if (typeof command !== 'function')
-      throw new InvalidArgumentError('command', command, 'must be a function');
-    const stream = await this.#stream(id);
-    const base = stream.at(-1)?.sequence ?? 0;
-    let state = agg.fold(stream);
-    const raised: Event[] = [];
-    const clock = this.#clock;
-    const ag: AggregateContext<S> = {
-      id,
-      get state() {
-        return state;
-      },
-      get sequence() {
-        return base + raised.length;
-      },
-      raise(type: string, data?: unknown) {
-        identifier('event.type', type);
-        if (!agg.handles(type))
-          throw new InvalidArgumentError(
-            'event.type',
-            type,
-            `aggregate ${JSON.stringify(agg.type)} has no apply handler for it`,
-          );
-        const message = validMessage(
-          data === undefined ? { type, aggregateId: id } : { type, aggregateId: id, data },
-          'event',
-        );
-        const event: Event = { ...message, sequence: base + raised.length + 1, timestamp: clock.now() };
-        state = agg.apply(state, event);
-        raised.push(event);
-      },
-    };
-    await command(state, ag);
-    this.#open();
-    if (raised.length > 0) {
-      await this.#driverTx.appendEvents(id, base, raised);
-      stream.push(...raised);
-    }
-    return state;
-  }
-
-  async schedule(key: string, at: Date, message: Message): Promise<void> {
-    this.#open();
-    scheduleKey(key);
-    const when = validDate('at', at);
-    const copy = validMessage(message);
-    await this.#driverTx.putSchedule(key, when, copy);
-    this.scheduled = true;
-    const t = when.getTime();
-    if (this.earliest === undefined || t < this.earliest) this.earliest = t;
-  }
-
-  async cancelSchedule(key: string): Promise<boolean> {
-    this.#open();
-    return this.#driverTx.deleteSchedule(scheduleKey(key));
-  }
-
-  async cancelSchedulePrefix(prefix: string): Promise<number> {
-    this.#open();
-    return this.#driverTx.deletePrefix(schedulePrefix(prefix));
-  }
-
-  async loadSchedule(key: string): Promise<Schedule | undefined> {
-    this.#open();
-    return this.#driverTx.loadSchedule(scheduleKey(key));
-  }
-
-  async loadEvents(aggregateId: string): Promise<Event[]> {
-    this.#open();
-    return [...(await this.#stream(identifier('aggregateId', aggregateId)))];
-  }
+function pageLimit(given: unknown): number {
+  const limit = given === undefined ? DEFAULT_PAGE : positiveInteger('query.limit', given);
+  if (limit > MAX_PAGE) throw new InvalidArgumentError('query.limit', limit, `must be at most ${MAX_PAGE}`);
+  return limit;
 }

@@ -1,3 +1,5 @@
+import type { StoredRecurrence } from './recurrence.js';
+
 /**
  * What the application hands to duetime and gets back. A `Message` is what a schedule delivers; an
  * `Event` is a message that happened to an aggregate, with its place in that aggregate's stream.
@@ -5,21 +7,37 @@
 export interface Message<Data = unknown> {
   /** What happened or what to do, e.g. `order.expire`. 1 to 512 characters. */
   type: string;
-  /** The aggregate (entity) the message is about, e.g. `ORD-1`. 1 to 512 characters. */
-  aggregateId: string;
+  /**
+   * The aggregate (entity) the message is about, e.g. `ORD-1`: 1 to 512 characters. Optional: messages
+   * for applications that do not use aggregates (`tx.exec`) need only a type and their data.
+   */
+  aggregateId?: string;
   /** Any JSON data. The whole message serialises to at most 256 KiB. */
   data?: Data;
+  /**
+   * Trace context of the transaction that scheduled the message, as an OpenTelemetry propagator writes it
+   * (W3C `traceparent` and `tracestate`): filled in by `tx.schedule` when `@opentelemetry/api` is
+   * installed and a span is active, and read by the dispatcher to link its delivery span to it. Stored
+   * inside the message, so every backend carries it. At most 8 entries of at most 512 characters each.
+   * Processors get the message without it.
+   */
+  trace?: MessageTrace;
 }
+
+/** Propagation fields carried by a {@link Message} (see `Message.trace`). */
+export type MessageTrace = Readonly<Record<string, string>>;
 
 /** A message recorded in an aggregate's stream. */
 export interface Event<Data = unknown> extends Message<Data> {
+  /** The aggregate whose stream holds the event. */
+  aggregateId: string;
   /** 1-based position in the aggregate's stream, without gaps. */
   sequence: number;
   /** When it was raised (milliseconds since the epoch, the store's clock). */
   timestamp: number;
 }
 
-/** A pending one-shot schedule. */
+/** A pending schedule: one-shot, or the next occurrence of a recurring one. */
 export interface Schedule<Data = unknown> {
   key: string;
   /** The deadline it was scheduled for. */
@@ -35,6 +53,49 @@ export interface Schedule<Data = unknown> {
   attempts: number;
   /** When the dispatcher may next try it: `at`, or later after failed attempts. */
   dueAt: Date;
+  /** The error of the last failed attempt of this version, when one failed. */
+  lastError?: string;
+  /**
+   * Present on a recurring schedule: the recurrence `at` is an occurrence of, in its stored form (see
+   * {@link recurring}). Each occurrence is a new version.
+   */
+  recurrence?: StoredRecurrence;
+}
+
+/**
+ * A message the dispatcher gave up on (after `maxAttempts`, or an {@link UnrecoverableError}), kept in the
+ * store until it is retried or discarded (`tx.retryDeadLetter`, `tx.discardDeadLetter`). One per key: a
+ * later dead letter of the same key replaces the earlier one.
+ */
+export interface DeadLetterRecord<Data = unknown> {
+  key: string;
+  /** The version that was given up on. */
+  version: number;
+  /** The deadline it was scheduled for (for a recurring schedule, the occurrence). */
+  at: Date;
+  message: Message<Data>;
+  /** Failed attempts, the last one included. */
+  attempts: number;
+  /** The error of the last attempt. */
+  error: string;
+  /** When it was dead-lettered (the store's clock). */
+  deadAt: Date;
+}
+
+/** A query for a page of dead letters, ordered by key. */
+export interface DeadLetterQuery {
+  /** Only keys that start with this literal prefix. */
+  prefix?: string;
+  /** Continue after this key (the `next` of a previous page). */
+  after?: string;
+  /** Page size, 1 to 10,000 (default 500). */
+  limit?: number;
+}
+
+export interface DeadLetterPage {
+  items: DeadLetterRecord[];
+  /** Present when more items may follow. */
+  next?: string;
 }
 
 /** Where a page of {@link Schedule}s ended; pass it back to get the next page. */

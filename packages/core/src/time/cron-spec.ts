@@ -1,6 +1,8 @@
 import { InvalidArgumentError } from '../errors.js';
+import { readOptions } from '../validate.js';
 import { type CronFields, type DayRule, parseCronFields } from './cron-fields.js';
 import { CronMatcher } from './cron-matcher.js';
+import { checkEpochMs, instantOf } from './instant.js';
 import { DEFAULT_DST_POLICY, type DstPolicy, type Spec, type SpecDescription } from './spec.js';
 import { type OffsetSegment, type ZoneOffsets, zoneOffsets } from './zone.js';
 
@@ -44,38 +46,32 @@ const WALK_LIMIT_MS = 401 * 366 * 86_400_000;
  * @param zone an IANA zone (`Europe/Berlin`, `UTC`); `local` and unknown zones are rejected.
  * @throws {CronSyntaxError} for a malformed or never-matching expression, naming field, value and reason.
  * @throws {InvalidZoneError} for a missing or unknown zone.
- * @throws {InvalidArgumentError} for a malformed DST policy.
+ * @throws {InvalidArgumentError} for options that are not an object of known options (`null`, a string,
+ *   `{ dts: … }`), a malformed DST policy (`options.dst`, `options.dst.gap`, `options.dst.overlap`), or
+ *   options that throw when read (a getter or `Proxy` trap), naming the field and the value.
  * @example parseCron('0 9 * * MON-FRI', 'Europe/Berlin').next(new Date())
  */
-export function parseCron(expression: string, zone: string, options: ParseCronOptions = {}): CronSpec {
+export function parseCron(expression: string, zone: string, options?: ParseCronOptions): CronSpec {
   const fields = parseCronFields(expression);
   const offsets = zoneOffsets(zone, 'zone');
-  const dst = dstPolicy(options?.dst);
+  const given = readOptions('options', options, PARSE_CRON_OPTIONS, 'a parseCron option');
+  const dst = dstPolicy(given.dst);
   return new CronSpec(expression.trim(), fields, offsets, dst);
 }
 
-function dstPolicy(given: unknown): DstPolicy {
-  if (given === undefined) return DEFAULT_DST_POLICY;
-  if (given === null || typeof given !== 'object')
-    throw new InvalidArgumentError('options.dst', given, 'must be an object { gap, overlap }');
-  const { gap = DEFAULT_DST_POLICY.gap, overlap = DEFAULT_DST_POLICY.overlap } = given as Partial<DstPolicy>;
-  if (gap !== 'skip' && gap !== 'shift')
-    throw new InvalidArgumentError('options.dst.gap', gap, 'must be "skip" or "shift"');
-  if (overlap !== 'both' && overlap !== 'first' && overlap !== 'last')
-    throw new InvalidArgumentError('options.dst.overlap', overlap, 'must be "both", "first" or "last"');
-  return Object.freeze({ gap, overlap });
-}
+const PARSE_CRON_OPTIONS: ReadonlySet<string> = new Set(['dst']);
+const DST_FIELDS: ReadonlySet<string> = new Set(['gap', 'overlap']);
 
-/** Reads a `Date` argument as epoch milliseconds, rejecting anything else. */
-export function instantOf(field: string, value: unknown): number {
-  const ms = value instanceof Date ? value.getTime() : Number.NaN;
-  if (Number.isNaN(ms))
-    throw new InvalidArgumentError(
-      field,
-      value,
-      value instanceof Date ? 'is an invalid Date' : 'must be a Date',
-    );
-  return ms;
+/** Reads a DST policy (`options.dst`); missing parts take {@link DEFAULT_DST_POLICY}. */
+export function dstPolicy(given: unknown, field = 'options.dst'): DstPolicy {
+  if (given === undefined) return DEFAULT_DST_POLICY;
+  const policy = readOptions(field, given, DST_FIELDS, 'a DST policy field');
+  const { gap = DEFAULT_DST_POLICY.gap, overlap = DEFAULT_DST_POLICY.overlap } = policy;
+  if (gap !== 'skip' && gap !== 'shift')
+    throw new InvalidArgumentError(`${field}.gap`, gap, 'must be "skip" or "shift"');
+  if (overlap !== 'both' && overlap !== 'first' && overlap !== 'last')
+    throw new InvalidArgumentError(`${field}.overlap`, overlap, 'must be "both", "first" or "last"');
+  return Object.freeze({ gap, overlap });
 }
 
 /** Something that steps through instants in epoch milliseconds (NaN: no more). */
@@ -139,8 +135,18 @@ export class CronSpec implements Spec {
     return Number.isNaN(ms) ? undefined : new Date(ms);
   }
 
-  /** {@link next} on epoch milliseconds; NaN when there is none. */
+  /**
+   * {@link next} on epoch milliseconds; NaN when there is none.
+   *
+   * A NaN (or non-number) argument is an error, not an answer: NaN is this method's way of saying "no
+   * occurrence", and a NaN instant always means a bug upstream (an invalid `Date`, arithmetic on
+   * `undefined`); answering NaN would turn that bug into a schedule that silently never fires again.
+   * `-Infinity` and `Infinity` are accepted (before and after every occurrence).
+   *
+   * @throws {InvalidArgumentError} naming `afterMs` when it is not a number or is NaN.
+   */
   nextMs(afterMs: number): number {
+    checkEpochMs('afterMs', afterMs);
     if (afterMs >= MAX_INSTANT_MS) return Number.NaN;
     const from = Math.max(afterMs + 1, MIN_INSTANT_MS);
     const limit = Math.min(from + WALK_LIMIT_MS, MAX_INSTANT_MS + 1);
@@ -168,13 +174,20 @@ export class CronSpec implements Spec {
           return instant <= MAX_INSTANT_MS ? instant : Number.NaN;
         }
       }
-      if (end >= limit) return Number.NaN;
+      // Written so that a NaN bound ends the search too (every comparison with NaN is false).
+      if (!(end < limit)) return Number.NaN;
       this.#offsets.segmentAt(end, seg);
     }
   }
 
-  /** {@link prev} on epoch milliseconds; NaN when there is none. */
+  /**
+   * {@link prev} on epoch milliseconds; NaN when there is none. See {@link nextMs} on why a NaN argument
+   * throws.
+   *
+   * @throws {InvalidArgumentError} naming `beforeMs` when it is not a number or is NaN.
+   */
   prevMs(beforeMs: number): number {
+    checkEpochMs('beforeMs', beforeMs);
     if (beforeMs <= MIN_INSTANT_MS) return Number.NaN;
     const upTo = Math.min(beforeMs - 1, MAX_INSTANT_MS);
     const limit = Math.max(upTo - WALK_LIMIT_MS, MIN_INSTANT_MS);
@@ -199,7 +212,7 @@ export class CronSpec implements Spec {
         const swallowed = matcher.next(Math.ceil((start + seg.offsetBefore) / MS_PER_SECOND));
         if (swallowed * MS_PER_SECOND < start + offset) return start;
       }
-      if (start <= limit) return Number.NaN;
+      if (!(start > limit)) return Number.NaN;
       this.#offsets.segmentAt(start - 1, seg);
     }
   }

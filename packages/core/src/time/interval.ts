@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from '../errors.js';
-import { instantOf, MAX_INSTANT_MS, MIN_INSTANT_MS, occurrencesOf } from './cron-spec.js';
+import { MAX_INSTANT_MS, MIN_INSTANT_MS, occurrencesOf } from './cron-spec.js';
+import { checkEpochMs, instantOf } from './instant.js';
 import type { Spec, SpecDescription } from './spec.js';
 
 /** Longest interval accepted: 100 years of milliseconds. */
@@ -95,15 +96,26 @@ export class IntervalSpec implements Spec {
     return Number.isNaN(ms) ? undefined : new Date(ms);
   }
 
-  /** {@link next} on epoch milliseconds; NaN when there is none. */
+  /**
+   * {@link next} on epoch milliseconds; NaN when there is none. As with `CronSpec.nextMs`, a NaN
+   * argument throws rather than answering "none".
+   *
+   * @throws {InvalidArgumentError} naming `afterMs` when it is not a number or is NaN.
+   */
   nextMs(afterMs: number): number {
+    checkEpochMs('afterMs', afterMs);
     const steps = Math.floor((Math.max(afterMs, MIN_INSTANT_MS - 1) - this.anchorMs) / this.everyMs) + 1;
     const at = this.anchorMs + steps * this.everyMs;
     return at <= MAX_INSTANT_MS ? at : Number.NaN;
   }
 
-  /** {@link prev} on epoch milliseconds; NaN when there is none. */
+  /**
+   * {@link prev} on epoch milliseconds; NaN when there is none.
+   *
+   * @throws {InvalidArgumentError} naming `beforeMs` when it is not a number or is NaN.
+   */
   prevMs(beforeMs: number): number {
+    checkEpochMs('beforeMs', beforeMs);
     const steps = Math.ceil((Math.min(beforeMs, MAX_INSTANT_MS + 1) - this.anchorMs) / this.everyMs) - 1;
     const at = this.anchorMs + steps * this.everyMs;
     return at >= MIN_INSTANT_MS ? at : Number.NaN;

@@ -1,6 +1,7 @@
 import { IANAZone } from 'luxon';
-import { InvalidZoneError } from '../errors.js';
+import { InvalidArgumentError, InvalidZoneError } from '../errors.js';
 import { type CivilDate, civilFromDays, daysFromCivil, MS_PER_DAY } from './civil.js';
+import { instantOf } from './instant.js';
 
 /**
  * Time zones: validation, and a per-zone table of UTC offsets from which the time engine converts between
@@ -107,7 +108,11 @@ export class ZoneOffsets {
     this.#luxonZone = IANAZone.create(zone);
   }
 
-  /** The offset in milliseconds (local = UTC + offset) at instant `utcMs`. */
+  /**
+   * The offset in milliseconds (local = UTC + offset) at instant `utcMs`.
+   *
+   * @throws {InvalidArgumentError} naming `utcMs` when it is not a finite number.
+   */
   offsetAt(utcMs: number): number {
     const year = this.#yearOf(utcMs);
     const transitions = year.transitions;
@@ -117,7 +122,11 @@ export class ZoneOffsets {
     return offset;
   }
 
-  /** Writes the constant-offset segment containing `utcMs` into `out` and returns it. */
+  /**
+   * Writes the constant-offset segment containing `utcMs` into `out` and returns it.
+   *
+   * @throws {InvalidArgumentError} naming `utcMs` when it is not a finite number.
+   */
   segmentAt(utcMs: number, out: OffsetSegment): OffsetSegment {
     const year = this.#yearOf(utcMs);
     const transitions = year.transitions;
@@ -146,6 +155,9 @@ export class ZoneOffsets {
   #yearOf(utcMs: number): YearTable {
     const recent = this.#recent;
     if (recent !== undefined && utcMs >= recent.start && utcMs < recent.end) return recent;
+    // Off the hot path: a NaN or infinite instant would make a table of NaNs and searches without end.
+    if (typeof utcMs !== 'number' || !Number.isFinite(utcMs))
+      throw new InvalidArgumentError('utcMs', utcMs, 'must be a finite number of epoch milliseconds');
     const year = civilFromDays(Math.floor(utcMs / MS_PER_DAY), this.#scratch).year;
     let table = this.#years.get(year);
     if (table === undefined) {
@@ -224,10 +236,11 @@ export interface WallClock {
 /**
  * Reads the wall clock of `zone` at `instant`, through the same offset tables as the cron engine.
  *
+ * @throws {InvalidArgumentError} naming `instant` when it is not a valid `Date`.
  * @throws {InvalidZoneError} when `zone` is not a known IANA zone.
  */
 export function wallClock(instant: Date, zone: string): WallClock {
-  const utcMs = instant.getTime();
+  const utcMs = instantOf('instant', instant);
   const offset = zoneOffsets(zone).offsetAt(utcMs);
   const localMs = utcMs + offset;
   const days = Math.floor(localMs / MS_PER_DAY);

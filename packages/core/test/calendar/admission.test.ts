@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   between,
   days,
+  firstStartCursor,
   interval,
   lastDayOfMonth,
   parseCron,
@@ -152,5 +153,66 @@ describe('planAdmission', () => {
     expect(plan.missed?.capped).toBe(true);
     expect(plan.missed?.latest).toBe(now - 10);
     expect(plan.run).toHaveLength(10);
+  });
+});
+
+describe('firstStartCursor', () => {
+  const tl = timeline(interval(MINUTE), []);
+  const now = at('2026-03-02T10:00:30Z');
+
+  it('begins just before the start, or just before grace when the start is older', () => {
+    const startedAt = at('2026-03-02T09:59:10Z');
+    expect(firstStartCursor({ timeline: tl, startedAt, now, grace: 5 * MINUTE })).toBe(
+      at('2026-03-02T09:59:00Z'),
+    );
+    // Started at a whole minute: that occurrence is due at the start, not before it, so it is left to run.
+    expect(
+      firstStartCursor({ timeline: tl, startedAt: at('2026-03-02T10:00:00Z'), now, grace: 5 * MINUTE }),
+    ).toBe(at('2026-03-02T09:59:00Z'));
+    // A start long ago (leadership came late): only grace counts.
+    const early = at('2026-03-02T08:00:00Z');
+    expect(firstStartCursor({ timeline: tl, startedAt: early, now, grace: 2 * MINUTE })).toBe(
+      at('2026-03-02T09:58:00Z'),
+    );
+    // catchUp without onFirstStart changes nothing.
+    const catchUp = { window: 30 * MINUTE, max: 5 };
+    expect(firstStartCursor({ timeline: tl, startedAt, now, grace: 5 * MINUTE, catchUp })).toBe(
+      at('2026-03-02T09:59:00Z'),
+    );
+  });
+
+  it('with onFirstStart begins before the most recent `max` within the window, or the window when fewer', () => {
+    const startedAt = now;
+    const catchUp = { window: 30 * MINUTE, max: 5, onFirstStart: true };
+    expect(firstStartCursor({ timeline: tl, startedAt, now, grace: 1000, catchUp })).toBe(
+      at('2026-03-02T09:55:00Z'),
+    );
+    const wide = { ...catchUp, max: 100 };
+    expect(firstStartCursor({ timeline: tl, startedAt, now, grace: 1000, catchUp: wide })).toBe(
+      at('2026-03-02T09:30:00Z'),
+    );
+    // planAdmission from there runs exactly those, with no backlog or missed record.
+    const plan = planAdmission({
+      timeline: tl,
+      decidedThrough: firstStartCursor({ timeline: tl, startedAt, now, grace: 1000, catchUp }),
+      now,
+      grace: 1000,
+      catchUp,
+      limit: 100,
+    });
+    expect(plan.run.map((c) => new Date(c.at).toISOString().slice(11, 16))).toEqual([
+      '09:56',
+      '09:57',
+      '09:58',
+      '09:59',
+      '10:00',
+    ]);
+    expect(plan.backlog).toBeUndefined();
+    expect(plan.missed).toBeUndefined();
+  });
+
+  it('falls back to the instant before the bound when the spec has no earlier occurrence', () => {
+    const never = { nextMs: () => Number.NaN, prevMs: () => Number.NaN };
+    expect(firstStartCursor({ timeline: never, startedAt: now, now, grace: 1000 })).toBe(now - 1);
   });
 });

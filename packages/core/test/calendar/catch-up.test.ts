@@ -83,24 +83,6 @@ describe('Scheduler: missed occurrences and catch-up', () => {
     expect(ran.at(-1)).toBe(`${iso(T0 + 13 * MINUTE)} scheduled`);
   });
 
-  it('with no cursor at all considers only grace: a first start neither replays nor reports a history it never saw', async () => {
-    world = new World();
-    await world.advance(3 * 3_600_000 + 20_000); // T0 + 3 h - 10 s
-    const ran: number[] = [];
-    const { scheduler } = world.replica(
-      [
-        every('fresh', MINUTE, ({ invocation }) => void ran.push(invocation.intendedAt.getTime())).with({
-          catchUp: { window: 5 * MINUTE, max: 2 },
-        }),
-      ],
-      { grace: MINUTE },
-    );
-    await world.advance(0);
-    // Only T0 + 2 h 59 min (50 s ago) is within grace; nothing older runs or is reported.
-    expect(ran).toEqual([T0 + 3 * 3_600_000 - MINUTE]);
-    expect(outcomes(records(scheduler, 'fresh'))).toEqual(['succeeded']);
-  });
-
   it('never re-admits an occurrence after the clock jumps back, and reports the jump once', async () => {
     world = new World();
     const ran: number[] = [];

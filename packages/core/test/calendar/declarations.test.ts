@@ -238,12 +238,59 @@ describe('declarations', () => {
         /options\.timout 5: is not a schedule option/,
       ],
       [() => define('d', { next: noop } as never, noop), InvalidArgumentError, /invalid spec/],
+      [
+        () => every('e', 1000, noop).with({ catchUp: { window: 1000, maxx: 3 } as never }),
+        InvalidArgumentError,
+        /options\.catchUp\.maxx 3: is not a catchUp field/,
+      ],
+      [
+        () => utc.daily('d', noop).with({ dst: [] as never }),
+        InvalidArgumentError,
+        /options\.dst \[\]: must be an object .*not an array/,
+      ],
+      [
+        () => utc.daily('d', noop, { dst: { gaps: 'shift' } as never }),
+        InvalidArgumentError,
+        /options\.dst\.gaps "shift": is not a DST policy field/,
+      ],
+      [() => every('e', 1000, noop, null as never), InvalidArgumentError, /options null: must be an object/],
+      [
+        () => every('e', 1000, noop, { catchUp: { window: 1000, onFirstStart: 'yes' as never } }),
+        InvalidArgumentError,
+        /options\.catchUp\.onFirstStart "yes": must be true or false/,
+      ],
     ];
     for (const [attempt, type, message] of cases) {
       expect(attempt, String(message)).toThrow(type);
       expect(attempt, String(message)).toThrow(message);
     }
     expect(() => unlessBetween('08:00', '8:00')).toThrow(/unlessBetween\.to/);
+  });
+
+  it('turns options that throw when read (a Proxy trap, a getter) into a typed error naming options', () => {
+    const boom = () => {
+      throw new Error('trap exploded');
+    };
+    const trapped = new Proxy({}, { ownKeys: boom, get: boom, getPrototypeOf: boom });
+    const getter = Object.defineProperty({}, 'timeout', { enumerable: true, get: boom });
+    const attempts = [
+      () => every('e', 1000, noop, trapped as never),
+      () => every('e', 1000, noop).with(trapped as never),
+      () => calendar('UTC').daily('d', noop, trapped as never),
+      () => calendar('UTC').daily('d', noop, getter as never),
+      () => every('e', 1000, noop, { catchUp: trapped } as never),
+    ];
+    for (const attempt of attempts) {
+      let error: unknown;
+      try {
+        attempt();
+      } catch (caught) {
+        error = caught;
+      }
+      expect(error).toBeInstanceOf(InvalidArgumentError);
+      expect((error as InvalidArgumentError).field).toMatch(/^options(\.catchUp)?$/);
+      expect((error as InvalidArgumentError).message).toMatch(/could not be read .*trap exploded/);
+    }
   });
 
   it('lists the states and reasons records carry', () => {

@@ -36,6 +36,18 @@ describe('Dispatcher', () => {
       [{ store, processor, onDeadLetter: 'nope' }, 'options.onDeadLetter'],
       [{ store, processor: undefined }, 'options.processor'],
       [{ store: {}, processor }, 'options.store'],
+      [{ store, processor, batchSize: 0 }, 'options.batchSize'],
+      [{ store, processor, batchSize: -5 }, 'options.batchSize'],
+      [{ store, processor, batchSize: 2.5 }, 'options.batchSize'],
+      [{ store, processor, batchSize: 1001 }, 'options.batchSize'],
+      [{ store, processor, batchSize: '10' }, 'options.batchSize'],
+      [{ store, processor, batchDuration: 0 }, 'options.batchDuration'],
+      [{ store, processor, batchDuration: Number.POSITIVE_INFINITY }, 'options.batchDuration'],
+      [{ store, processor, handlers: { a: processor } }, 'options.handlers'],
+      [{ store, handlers: {} }, 'options.handlers'],
+      [{ store, handlers: [] }, 'options.handlers'],
+      [{ store, handlers: { 'order.expire': 'nope' } }, 'options.handlers["order.expire"]'],
+      [{ store, processor, maxAttempts: Number.NaN }, 'options.maxAttempts'],
     ];
     for (const [options, field] of cases) {
       expect(() => new Dispatcher(options as never)).toThrow(InvalidArgumentError);
@@ -73,7 +85,7 @@ describe('Dispatcher', () => {
     const dispatcher = new Dispatcher({
       store,
       rescanInterval: 600_000,
-      processor: async (_tx, m) => void delivered.push(m.aggregateId),
+      processor: async (_tx, m) => void delivered.push(m.aggregateId!),
     });
     const start = clock.now();
     await store.transact((tx) => tx.schedule('late', new Date(start + 300_000), msg('late')));
@@ -99,7 +111,7 @@ describe('Dispatcher', () => {
       store,
       rescanInterval: 60_000,
       processor: async (_tx, m) => {
-        delivered.push([m.aggregateId, clock.now() - start]);
+        delivered.push([m.aggregateId!, clock.now() - start]);
         // Time passes while the first is processed: the second falls due after its page was read.
         if (m.aggregateId === 'first') clock.set(start + 5);
       },
@@ -115,17 +127,17 @@ describe('Dispatcher', () => {
     await done;
   });
 
-  it('reads again at once when something falls due between reading the due index and looking for the next deadline', async () => {
+  it('claims again at once when something falls due between the claim and looking for the next deadline', async () => {
     const { clock, backend, store } = setup();
     const start = clock.now();
     await store.transact((tx) => tx.schedule('x', new Date(start + 10), msg('x')));
     const driver = backend.store.driver;
-    const original = driver.dueSchedules.bind(driver);
-    driver.dueSchedules = async (now, limit) => {
-      const page = await original(now, limit);
-      // The clock moves on between the read and the next-deadline lookup (a timer firing a little early).
+    const original = driver.deliver.bind(driver);
+    driver.deliver = async (now, limit) => {
+      const delivery = await original(now, limit);
+      // The clock moves on between the claim and the next-deadline lookup (a timer firing a little early).
       if (now.getTime() === start + 9) clock.set(start + 10);
-      return page;
+      return delivery;
     };
     const delivered: number[] = [];
     const dispatcher = new Dispatcher({
@@ -177,15 +189,15 @@ describe('Dispatcher', () => {
     expect(dispatcher.snapshot().running).toBe(false);
   });
 
-  it('reads due work page by page, never the whole backlog', async () => {
+  it('claims due work batch by batch, never the whole backlog, and commits once per batch', async () => {
     const { clock, backend, store } = setup();
     await store.transact(async (tx) => {
       for (let i = 0; i < 500; i++) await tx.schedule(`p/${i}`, new Date(clock.now() - 1), msg(`p${i % 10}`));
     });
     const limits: number[] = [];
     const driver = backend.store.driver;
-    const original = driver.dueSchedules.bind(driver);
-    driver.dueSchedules = (now, limit) => {
+    const original = driver.deliver.bind(driver);
+    driver.deliver = (now, limit) => {
       limits.push(limit);
       return original(now, limit);
     };
@@ -194,6 +206,37 @@ describe('Dispatcher', () => {
     const done = dispatcher.run(ac.signal);
     while (dispatcher.snapshot().delivered < 500) await clock.advance(1);
     expect(Math.max(...limits)).toBe(20);
+    // Fast processors: after the first batch, every batch is a full one.
+    expect(dispatcher.snapshot().batches).toBeLessThanOrEqual(Math.ceil(500 / 20) + 2);
+    ac.abort();
+    await done;
+  });
+
+  it('claims fewer per batch when processors are slow, so a batch does not hold its commit for long', async () => {
+    const { clock, backend, store } = setup();
+    await store.transact(async (tx) => {
+      for (let i = 0; i < 30; i++) await tx.schedule(`slow/${i}`, new Date(clock.now() - 1), msg(`s${i}`));
+    });
+    const limits: number[] = [];
+    const driver = backend.store.driver;
+    const original = driver.deliver.bind(driver);
+    driver.deliver = (now, limit) => {
+      limits.push(limit);
+      return original(now, limit);
+    };
+    const dispatcher = new Dispatcher({
+      store,
+      batchSize: 100,
+      batchDuration: 20,
+      // Each processor takes about 10 ms of real time.
+      processor: () => new Promise<void>((resolve) => setTimeout(resolve, 10)),
+    });
+    const ac = new AbortController();
+    const done = dispatcher.run(ac.signal);
+    while (dispatcher.snapshot().delivered < 30) await clock.advance(1);
+    // The first batch takes a few; once processors are measured, batches hold about 20 ms of work.
+    expect(limits[0]).toBeLessThanOrEqual(16);
+    expect(Math.max(...limits.slice(1))).toBeLessThanOrEqual(2);
     ac.abort();
     await done;
   });
@@ -211,7 +254,7 @@ describe('Dispatcher', () => {
         await new Promise<void>((resolve) => {
           release = resolve;
         });
-        await tx.exec(counter, m.aggregateId, (_s, ag) => ag.raise('hit'));
+        await tx.exec(counter, m.aggregateId!, (_s, ag) => ag.raise('hit'));
       },
     });
     const run = dispatcher.run();
@@ -281,33 +324,45 @@ describe('Dispatcher', () => {
     await done;
   });
 
-  it('holds a schedule back locally when its failure cannot be recorded, and delivers it later', async () => {
+  it('leaves a batch pending when its commit fails, pauses, and delivers it later', async () => {
     const { clock, backend, store } = setup();
     await store.transact((tx) => tx.schedule('f', new Date(clock.now() - 1), msg('f')));
     const driver = backend.store.driver;
-    const original = driver.recordFailure.bind(driver);
+    const original = driver.deliver.bind(driver);
     let outage = true;
-    driver.recordFailure = async (...args) => {
-      if (outage) throw new Error('backend unreachable');
-      return original(...args);
+    driver.deliver = async (now, limit) => {
+      const delivery = await original(now, limit);
+      const commit = delivery.commit.bind(delivery);
+      delivery.commit = async () => {
+        if (outage) {
+          await delivery.rollback();
+          throw new Error('backend unreachable');
+        }
+        return commit();
+      };
+      return delivery;
     };
     let calls = 0;
+    const warnings: string[] = [];
     const dispatcher = new Dispatcher({
       store,
-      retryDelay: 1000,
-      processor: async () => {
-        calls++;
-        if (calls === 1) throw new Error('transient');
-      },
+      processor: async () => void calls++,
+      logger: { debug() {}, info() {}, warn: (m) => warnings.push(m), error() {} },
     });
     const ac = new AbortController();
     const done = dispatcher.run(ac.signal);
-    await clock.advance(500);
+    await clock.advance(0);
+    expect(calls).toBe(1);
+    expect(warnings).toContain('a delivery batch failed; its schedules stay pending');
+    expect((await store.loadSchedule('f'))?.attempts).toBe(0);
+    // Paused, not spinning on the failing backend.
+    await clock.advance(40);
     expect(calls).toBe(1);
     outage = false;
-    await clock.advance(600);
-    expect(calls).toBe(2);
+    await clock.advance(1000);
+    expect(calls).toBeGreaterThanOrEqual(2);
     expect(await store.loadSchedule('f')).toBeUndefined();
+    expect(dispatcher.snapshot().delivered).toBe(1);
     ac.abort();
     await done;
   });
@@ -334,9 +389,9 @@ describe('Dispatcher', () => {
     const { clock, backend, store } = setup();
     await store.transact((tx) => tx.schedule('s', new Date(clock.now() - 1), msg('s')));
     const driver = backend.store.driver;
-    const original = driver.dueSchedules.bind(driver);
+    const original = driver.deliver.bind(driver);
     let failures = 3;
-    driver.dueSchedules = async (now, limit) => {
+    driver.deliver = async (now, limit) => {
       if (failures-- > 0) throw new Error('connection reset');
       return original(now, limit);
     };

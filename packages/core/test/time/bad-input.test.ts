@@ -11,6 +11,8 @@ import {
   parseCron,
   parseTimeOfDay,
   validateZone,
+  wallClock,
+  zoneOffsets,
 } from '../../src/index.js';
 
 /** Runs `fn`, expecting it to throw; returns the error. */
@@ -248,5 +250,108 @@ describe('argument bad-input corpus', () => {
     expectInvalid(() => days('FUNDAY'), 'days[0]', 'FUNDAY', /must be a weekday/);
     expectInvalid(() => days(1, 8), 'days[1]', 8, /must be a weekday/);
     expectInvalid(() => days(1.5), 'days[0]', 1.5, /must be a weekday/);
+  });
+
+  it('rejects NaN, undefined and non-numbers as epoch milliseconds instead of searching forever', () => {
+    // Before: nextMs(NaN) and prevMs(NaN) on a cron spec never returned (the walk's bound was NaN).
+    const specs = [
+      parseCron('* * * * *', 'Europe/Berlin'),
+      interval(1000),
+      intervalFrom(60_000, new Date(7)),
+    ];
+    for (const spec of specs) {
+      for (const bad of [Number.NaN, undefined, null, '5', new Date(0)]) {
+        expectInvalid(
+          () => spec.nextMs(bad as number),
+          'afterMs',
+          bad,
+          /must be a number of epoch milliseconds/,
+        );
+        expectInvalid(
+          () => spec.prevMs(bad as number),
+          'beforeMs',
+          bad,
+          /must be a number of epoch milliseconds/,
+        );
+      }
+      // The infinities stand for "before" and "after" every occurrence.
+      expect(Number.isNaN(spec.nextMs(Number.POSITIVE_INFINITY))).toBe(true);
+      expect(Number.isNaN(spec.prevMs(Number.NEGATIVE_INFINITY))).toBe(true);
+      expect(Number.isFinite(spec.nextMs(Number.NEGATIVE_INFINITY))).toBe(true);
+      expect(Number.isFinite(spec.prevMs(Number.POSITIVE_INFINITY))).toBe(true);
+    }
+  });
+
+  it('rejects instants that are not finite in the zone tables and in wallClock', () => {
+    const offsets = zoneOffsets('Europe/Berlin');
+    for (const bad of [Number.NaN, Number.POSITIVE_INFINITY, undefined]) {
+      expectInvalid(() => offsets.offsetAt(bad as number), 'utcMs', bad, /must be a finite number/);
+      expectInvalid(
+        () =>
+          offsets.segmentAt(bad as number, { start: 0, end: 0, offset: 0, offsetBefore: 0, offsetAfter: 0 }),
+        'utcMs',
+        bad,
+        /must be a finite number/,
+      );
+    }
+    const invalid = new Date(Number.NaN);
+    expectInvalid(() => wallClock(invalid, 'UTC'), 'instant', invalid, /is an invalid Date/);
+    expectInvalid(() => wallClock(0 as unknown as Date, 'UTC'), 'instant', 0, /must be a Date/);
+    expectInvalid(() => days('MON').allows(invalid, 'UTC'), 'instant', invalid, /is an invalid Date/);
+  });
+
+  it('refuses parseCron options that are not an object of known options, naming the field', () => {
+    const parse = (options: unknown) => () => parseCron('* * * * *', 'UTC', options as never);
+    expectInvalid(parse(null), 'options', null, /must be an object \(dst\)/);
+    expectInvalid(parse('shift'), 'options', 'shift', /must be an object \(dst\)/);
+    expectInvalid(parse(5), 'options', 5, /must be an object/);
+    expectInvalid(parse([]), 'options', [], /not an array/);
+    expectInvalid(
+      parse({ dts: { gap: 'shift' } }),
+      'options.dts',
+      { gap: 'shift' },
+      /is not a parseCron option \(known: dst\)/,
+    );
+    expectInvalid(parse({ dst: [] }), 'options.dst', [], /not an array/);
+    expectInvalid(parse({ dst: null }), 'options.dst', null, /must be an object \(gap, overlap\)/);
+    expectInvalid(
+      parse({ dst: { gaps: 'shift' } }),
+      'options.dst.gaps',
+      'shift',
+      /is not a DST policy field/,
+    );
+    // What the rejections border on.
+    expect(parseCron('* * * * *', 'UTC', undefined).dst).toEqual({ gap: 'skip', overlap: 'both' });
+    expect(parseCron('* * * * *', 'UTC', {}).dst).toEqual({ gap: 'skip', overlap: 'both' });
+    expect(parseCron('* * * * *', 'UTC', { dst: undefined }).dst).toEqual({ gap: 'skip', overlap: 'both' });
+    expect(parseCron('* * * * *', 'UTC', { dst: { gap: 'shift' } }).dst).toEqual({
+      gap: 'shift',
+      overlap: 'both',
+    });
+  });
+
+  it('turns options that throw when read (a Proxy trap, a getter) into a typed error', () => {
+    const boom = () => {
+      throw new Error('trap exploded');
+    };
+    const traps = [
+      new Proxy({}, { ownKeys: boom }),
+      new Proxy({ dst: {} }, { get: boom }),
+      new Proxy({}, { ownKeys: boom, get: boom, getPrototypeOf: boom, getOwnPropertyDescriptor: boom }),
+      Object.defineProperty({}, 'dst', { enumerable: true, get: boom }),
+    ];
+    for (const options of traps) {
+      const error = thrown(() => parseCron('* * * * *', 'UTC', options as never)) as InvalidArgumentError;
+      expect(error).toBeInstanceOf(InvalidArgumentError);
+      expect(error.code).toBe('DUETIME_INVALID_ARGUMENT');
+      expect(error.field).toBe('options');
+      expect(error.message).toMatch(/could not be read \(its (keys|key "dst") threw: trap exploded\)/);
+      expect((error.cause as Error).message).toBe('trap exploded');
+    }
+    const nested = thrown(() =>
+      parseCron('* * * * *', 'UTC', { dst: new Proxy({}, { ownKeys: boom }) }),
+    ) as InvalidArgumentError;
+    expect(nested).toBeInstanceOf(InvalidArgumentError);
+    expect(nested.field).toBe('options.dst');
   });
 });
