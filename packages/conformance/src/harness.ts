@@ -23,6 +23,27 @@ export interface ConformanceTarget {
   module?: string | URL;
   /** Overrides what the backend declares in `backend.capabilities`. */
   capabilities?: BackendCapabilities;
+  /**
+   * Deletes the data of `namespace` (its schema, tables, keys or streams). When given, the suite calls it
+   * after each test for every namespace the test used, once its backends are closed and its processes
+   * stopped, so a run leaves nothing behind. Errors are reported as test failures.
+   */
+  drop?(namespace: string): Promise<void>;
+  /**
+   * For backends that declare `sql` (the application's own queries join `tx.sql`): how the suite writes and
+   * reads a row of its own, to check that a processor's SQL commits and rolls back with its part.
+   */
+  sql?: SqlProbe;
+}
+
+/** Writes and reads rows of the suite's own through a backend's SQL handle (see {@link ConformanceTarget.sql}). */
+export interface SqlProbe {
+  /** Prepares what `write` needs (for example, creates a table) in `backend`'s database. */
+  setup(backend: Backend): Promise<void>;
+  /** Writes a row named `id` through `sql`, the `tx.sql` of an open transaction. */
+  write(sql: unknown, id: string): Promise<void>;
+  /** The names of the committed rows, in any order. */
+  rows(backend: Backend): Promise<string[]>;
 }
 
 export type ResolvedCapabilities = Required<BackendCapabilities>;
@@ -84,14 +105,25 @@ export class Harness {
   readonly #backends: Backend[] = [];
   readonly #workers: WorkerProcess[] = [];
   readonly #deferred: (() => unknown)[] = [];
+  /** Every namespace this test used, for `target.drop`. */
+  readonly #namespaces = new Set<string>();
 
   constructor(target: ConformanceTarget, capabilities: ResolvedCapabilities) {
     this.target = target;
     this.capabilities = capabilities;
   }
 
+  /**
+   * What `backend` promises: the capabilities passed to the suite, else those the backend declares (for
+   * `sql` and `exclusiveClaims`, which the suite cannot know before opening one).
+   */
+  promised(backend: Backend): ResolvedCapabilities {
+    return resolveCapabilities({ ...backend.capabilities, ...this.target.capabilities });
+  }
+
   /** Opens a backend on `namespace` (a fresh one when omitted). */
   async open(namespace: string = freshNamespace()): Promise<Backend & { namespace: string }> {
+    this.#namespaces.add(namespace);
     const backend = await this.target.open(namespace);
     this.#backends.push(backend);
     return Object.assign(backend, { namespace });
@@ -101,6 +133,7 @@ export class Harness {
   spawn(role: string, namespace: string, args: Record<string, unknown> = {}): WorkerProcess {
     if (!this.target.module)
       throw new Error(`conformance target ${this.target.name} has no \`module\` for process tests`);
+    this.#namespaces.add(namespace);
     const moduleUrl =
       this.target.module instanceof URL
         ? this.target.module.href
@@ -126,12 +159,26 @@ export class Harness {
     return worker;
   }
 
+  /** Runs `dispatcher` until this test's cleanup, which drains it before backends close. */
+  run<D extends { run(signal: AbortSignal): Promise<void> }>(dispatcher: D): D {
+    const controller = new AbortController();
+    const done = dispatcher.run(controller.signal);
+    this.defer(async () => {
+      controller.abort();
+      await done;
+    });
+    return dispatcher;
+  }
+
   /** Runs `fn` at cleanup, before backends close (stopping dispatchers and schedulers, say). */
   defer(fn: () => unknown): void {
     this.#deferred.push(fn);
   }
 
-  /** Kills every worker, runs deferred clean-ups and closes every backend this test opened. */
+  /**
+   * Kills every worker, runs deferred clean-ups, closes every backend this test opened, then drops the
+   * data of every namespace it used (when the target can). Throws when dropping fails.
+   */
   async cleanup(): Promise<void> {
     await Promise.allSettled(
       this.#deferred
@@ -141,5 +188,16 @@ export class Harness {
     );
     await Promise.allSettled(this.#workers.splice(0).map((w) => w.kill()));
     await Promise.allSettled(this.#backends.splice(0).map((b) => b.close()));
+    const namespaces = [...this.#namespaces];
+    this.#namespaces.clear();
+    const drop = this.target.drop;
+    if (!drop) return;
+    const failed = (await Promise.allSettled(namespaces.map((ns) => drop.call(this.target, ns)))).filter(
+      (r): r is PromiseRejectedResult => r.status === 'rejected',
+    );
+    if (failed.length > 0)
+      throw new Error(`${this.target.name}: drop(namespace) failed for ${failed.length} namespace(s)`, {
+        cause: failed[0]?.reason,
+      });
   }
 }

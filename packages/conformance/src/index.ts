@@ -1,11 +1,15 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { calendarFailoverTests } from './calendar/failover.js';
 import { calendarTests } from './calendar/scheduler.js';
+import { CONFORMANCE_GROUPS, type ConformanceGroup } from './groups.js';
 import { type ConformanceTarget, Harness, resolveCapabilities } from './harness.js';
 import { cursorTests, leaseTests } from './leases/leases.js';
+import { batchTests } from './store/batches.js';
+import { deadLetterTests } from './store/dead-letters.js';
 import { dispatcherTests } from './store/dispatch.js';
 import { scheduleLifecycleTests, sharingTests } from './store/lifecycle.js';
 import { processTests } from './store/processes.js';
+import { recurringTests } from './store/recurring.js';
 import type { SuiteContext } from './suite.js';
 
 export {
@@ -24,17 +28,23 @@ export {
   Harness,
   type ResolvedCapabilities,
   resolveCapabilities,
+  type SqlProbe,
   waitFor,
 } from './harness.js';
 export { appliedCount, effectMessage, effects } from './store/fixtures.js';
 export type { SuiteContext } from './suite.js';
 export {
+  batchTests,
+  CONFORMANCE_GROUPS,
+  type ConformanceGroup,
   calendarFailoverTests,
   calendarTests,
   cursorTests,
+  deadLetterTests,
   dispatcherTests,
   leaseTests,
   processTests,
+  recurringTests,
   scheduleLifecycleTests,
   sharingTests,
 };
@@ -44,17 +54,18 @@ export const conformanceGroups = {
   schedules: scheduleLifecycleTests,
   sharing: sharingTests,
   dispatcher: dispatcherTests,
+  batches: batchTests,
+  deadLetters: deadLetterTests,
+  recurring: recurringTests,
   processes: processTests,
   leases: leaseTests,
   cursors: cursorTests,
   calendar: calendarTests,
   calendarFailover: calendarFailoverTests,
-} as const;
+} as const satisfies Record<ConformanceGroup, (context: SuiteContext) => void>;
 
 /** Groups that run backends in child processes: only for backends that declare `multiProcess`. */
 const PROCESS_GROUPS: ReadonlySet<string> = new Set(['processes', 'calendarFailover']);
-
-export type ConformanceGroup = keyof typeof conformanceGroups;
 
 export interface ConformanceOptions extends ConformanceTarget {
   /** Run only these groups (default: all). */
@@ -75,6 +86,11 @@ export interface ConformanceOptions extends ConformanceTarget {
  * promise where a backend declares one.
  */
 export function runConformance(options: ConformanceOptions): void {
+  const unknown = (options.only ?? []).filter((group) => !CONFORMANCE_GROUPS.includes(group));
+  if (unknown.length > 0)
+    throw new Error(
+      `runConformance: unknown group ${unknown.map((g) => JSON.stringify(g)).join(', ')} in \`only\`; the groups are ${CONFORMANCE_GROUPS.join(', ')}`,
+    );
   const capabilities = resolveCapabilities(options.capabilities);
   describe(`conformance: ${options.name}`, () => {
     let current: Harness | undefined;
@@ -84,6 +100,7 @@ export function runConformance(options: ConformanceOptions): void {
         return current;
       },
       capabilities,
+      ...(options.sql ? { sql: options.sql } : {}),
     };
     beforeEach(() => {
       current = new Harness(options, capabilities);
@@ -103,12 +120,17 @@ export function runConformance(options: ConformanceOptions): void {
         { multiProcess: declared.multiProcess, durable: declared.durable },
         'pass the weaker guarantees the backend declares as `capabilities` to runConformance',
       ).toEqual({ multiProcess: capabilities.multiProcess, durable: capabilities.durable });
+      if (resolveCapabilities(backend.capabilities).sql && !options.sql) {
+        expect.fail(
+          'a backend that declares `sql` needs a `sql` probe in runConformance, to test its savepoints',
+        );
+      }
       if (capabilities.multiProcess) {
         expect(options.module, 'a multi-process backend needs `module` for the process tests').toBeDefined();
       }
     });
 
-    const groups = (options.only ?? (Object.keys(conformanceGroups) as ConformanceGroup[])).filter(
+    const groups = (options.only ?? [...CONFORMANCE_GROUPS]).filter(
       (group) => !PROCESS_GROUPS.has(group) || capabilities.multiProcess,
     );
     for (const group of groups) {

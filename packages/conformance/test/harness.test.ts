@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { freshNamespace, Harness, resolveCapabilities, waitFor } from '../src/index.js';
-import { open } from './memory-adapter.js';
+import { drop, namespacesHeld, open } from './memory-adapter.js';
 
 describe('conformance harness', () => {
   it('promises every guarantee unless a weaker one is declared', () => {
@@ -17,6 +17,38 @@ describe('conformance harness', () => {
     const names = new Set(Array.from({ length: 1000 }, () => freshNamespace()));
     expect(names.size).toBe(1000);
     for (const name of names) expect(name).toMatch(/^[a-z][a-z0-9]{1,62}$/);
+  });
+
+  it('drops the data of every namespace a test used once its backends are closed', async () => {
+    const dropped: string[] = [];
+    const capabilities = resolveCapabilities({ multiProcess: false, durable: false });
+    const harness = new Harness(
+      {
+        name: 'memory',
+        open,
+        drop: async (namespace) => {
+          dropped.push(namespace);
+          await drop(namespace);
+        },
+      },
+      capabilities,
+    );
+    const held = namespacesHeld();
+    const a = await harness.open();
+    const again = await harness.open(a.namespace);
+    const b = await harness.open();
+    expect(namespacesHeld()).toBe(held + 2);
+    await harness.cleanup();
+    expect(dropped.sort()).toEqual([a.namespace, b.namespace].sort());
+    expect(namespacesHeld()).toBe(held);
+    await expect(again.store.listSchedules()).rejects.toThrow(/closed/);
+
+    const failing = new Harness(
+      { name: 'memory', open, drop: async () => Promise.reject(new Error('permission denied')) },
+      capabilities,
+    );
+    await failing.open();
+    await expect(failing.cleanup()).rejects.toThrow(/drop\(namespace\) failed for 1 namespace/);
   });
 
   it('waitFor resolves with the first truthy value and reports what it waited for on timeout', async () => {

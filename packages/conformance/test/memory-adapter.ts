@@ -14,3 +14,13 @@ export async function open(namespace: string): Promise<Backend> {
 
 /** The in-memory backend lives inside one process and does not outlive it. */
 export const capabilities = { multiProcess: false, durable: false };
+
+/** Forgets a namespace's database: the suite calls it after each test, so a run leaves nothing behind. */
+export async function drop(namespace: string): Promise<void> {
+  databases.delete(namespace);
+}
+
+/** How many namespaces hold data now (for the harness's own test). */
+export function namespacesHeld(): number {
+  return databases.size;
+}

@@ -74,6 +74,19 @@ export function calendarTests({ harness }: SuiteContext): void {
     expect(gapsAndDuplicates(runs, EVERY)).toBeUndefined();
   }, 60_000);
 
+  it('runs nothing that was due before a new deployment started, then every occurrence once', async () => {
+    const { namespace, store } = await harness().open();
+    const backend = await harness().open(namespace);
+    const before = Date.now();
+    const { scheduler } = await replica(namespace, [recorded(backend, 'fresh')], { grace: 5000 });
+    await waitFor('three runs', async () => (await loadRuns(store)).length >= 3);
+    await scheduler.drain();
+    const runs = await loadRuns(store);
+    // With 5 s of grace and no cursor, the old first start ran the last 5 s of occurrences at once.
+    expect(Math.min(...runs.map((r) => r.at))).toBeGreaterThanOrEqual(before);
+    expect(gapsAndDuplicates(runs, EVERY)).toBeUndefined();
+  }, 60_000);
+
   it('fails over when the leader goes silent: another leads, missed occurrences are caught up once', async () => {
     const { namespace, store } = await harness().open();
     const catchUp = { window: 60_000, max: 1000 };
@@ -138,6 +151,43 @@ export function calendarTests({ harness }: SuiteContext): void {
     await waitFor('b to run once the old handler ended', () =>
       b.scheduler.snapshot().history.some((r) => r.state === 'succeeded'),
     );
+  }, 60_000);
+
+  it("with onOverlap: 'queue', the new leader runs the occurrence that found the old leader's run going once it ends", async () => {
+    const { namespace } = await harness().open();
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let startedOnA = false;
+    const options = { withoutOverlap: true, onOverlap: 'queue' as const, overlapTTL: TTL };
+    const a = await replica(namespace, [
+      every('tick', EVERY, async () => {
+        startedOnA = true;
+        await released;
+      }).with(options),
+    ]);
+    await waitFor('a handler to start on a', () => startedOnA);
+    const ranOnB: number[] = [];
+    const b = await replica(namespace, [
+      every('tick', EVERY, ({ invocation }) => void ranOnB.push(invocation.intendedAt.getTime())).with(
+        options,
+      ),
+    ]);
+    a.partition.cut(isLeaderKey);
+    await waitFor('b to lead', () => b.scheduler.snapshot().leader, { timeoutMs: 30_000 });
+    await waitFor('an occurrence to queue on b', () => b.scheduler.snapshot().queued === 1);
+    await waitFor('a later one to be skipped behind it', () =>
+      b.scheduler.snapshot().history.some((r) => r.detail === 'a run is already queued'),
+    );
+    expect(ranOnB).toEqual([]);
+    const releasedAt = Date.now();
+    release();
+    await waitFor('b to run the queued occurrence', () => ranOnB.length > 0, { timeoutMs: 30_000 });
+    // It ran an occurrence due while the old handler still held the lease, not only later ones.
+    expect(ranOnB[0]).toBeLessThan(releasedAt);
+    const first = b.scheduler.snapshot().history.find((r) => r.state === 'succeeded');
+    expect(first?.intendedAt.getTime()).toBe(ranOnB[0]);
   }, 60_000);
 
   it('resumes from the durable cursor after a restart, without re-running finished occurrences', async () => {

@@ -1,3 +1,4 @@
+import { intervalFrom, recurring } from '@duetime/core';
 import { expect, it } from 'vitest';
 import { waitFor } from '../harness.js';
 import type { SuiteContext } from '../suite.js';
@@ -27,6 +28,59 @@ export function processTests({ harness }: SuiteContext): void {
     expect(await survivor.stop()).toBe(0);
     expect(await appliedCount(store, 'crash-1')).toBe(1);
     expect(await appliedCount(store, 'crash-2')).toBe(1);
+  }, 90_000);
+
+  it('redelivers a whole batch whose dispatcher was SIGKILLed in its middle, each effect committed once', async () => {
+    const { store, namespace } = await harness().open();
+    await store.transact(async (tx) => {
+      for (let i = 0; i < 6; i++)
+        await tx.schedule(`mid/${i}`, new Date(Date.now() - 1000 + i), effectMessage(`mid-${i}`));
+    });
+    const before = new Map((await store.listSchedules()).map((s) => [s.key, s.version]));
+    const victim = harness().spawn('dispatch', namespace, { hangAt: 4, batchSize: 10 });
+    await victim.line(/^IN_PROCESSOR /);
+    await victim.kill();
+    // Three processors had finished inside the batch; its commit never came, so nothing of it happened.
+    const after = await store.listSchedules();
+    expect(new Map(after.map((s) => [s.key, s.version]))).toEqual(before);
+    expect(after.every((s) => s.attempts === 0)).toBe(true);
+    for (let i = 0; i < 6; i++) expect(await appliedCount(store, `mid-${i}`)).toBe(0);
+    const survivor = harness().spawn('dispatch', namespace, { batchSize: 10 });
+    await survivor.line(/^READY$/);
+    await waitFor('the batch to be delivered again', async () => (await store.listSchedules()).length === 0);
+    expect(await survivor.stop()).toBe(0);
+    for (let i = 0; i < 6; i++) expect(await appliedCount(store, `mid-${i}`)).toBe(1);
+  }, 90_000);
+
+  it('redelivers a recurring occurrence whose dispatcher was SIGKILLed, once, and arms the next one once', async () => {
+    const { store, namespace } = await harness().open();
+    const first = Date.now() + 300;
+    await store.transact((tx) =>
+      tx.schedule(
+        'every/hour',
+        recurring(intervalFrom(3_600_000, new Date(first)), { startAt: new Date(first) }),
+        effectMessage('every-hour'),
+      ),
+    );
+    const before = (await store.loadSchedule('every/hour'))!;
+    expect(before.at.getTime()).toBe(first);
+    const victim = harness().spawn('dispatch', namespace, { hang: true });
+    await victim.line(/^IN_PROCESSOR every\/hour$/);
+    await victim.kill();
+    // Killed between the occurrence's consumption and the next one's arming (one commit): neither happened.
+    expect(await store.loadSchedule('every/hour')).toMatchObject({ version: before.version, at: before.at });
+    expect(await appliedCount(store, 'every-hour')).toBe(0);
+    const survivor = harness().spawn('dispatch', namespace);
+    await survivor.line(/^READY$/);
+    await waitFor('the next occurrence to be armed', async () => {
+      const s = await store.loadSchedule('every/hour');
+      return s !== undefined && s.at.getTime() === first + 3_600_000;
+    });
+    expect(await survivor.stop()).toBe(0);
+    expect(await appliedCount(store, 'every-hour')).toBe(1);
+    const next = (await store.loadSchedule('every/hour'))!;
+    expect(next.version).toBeGreaterThan(before.version);
+    expect(next.recurrence?.count).toBe(1);
   }, 90_000);
 
   it('shares work between dispatcher processes, each effect committed once', async () => {
