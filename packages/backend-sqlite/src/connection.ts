@@ -1,9 +1,8 @@
 import { realpathSync } from 'node:fs';
-import { performance } from 'node:perf_hooks';
-import { BackendError, ClosedError } from '@duetime/core';
+import { BackendError, ClosedError, retry, systemClock } from '@duetime/core';
 import Database from 'better-sqlite3';
 import { isBusy, mapSqliteError } from './errors.js';
-import { gateFor, realSleep, type TransactionGate } from './gate.js';
+import { gateFor, type TransactionGate } from './gate.js';
 import type { ResolvedOptions } from './options.js';
 
 /** This instance's hold on the gate, from `BEGIN IMMEDIATE` to `COMMIT`/`ROLLBACK`. */
@@ -43,7 +42,8 @@ export class SqliteConnection {
     if (target.kind === 'filename') {
       try {
         // timeout 0: lock waits happen asynchronously in beginWrite, never inside a synchronous call.
-        this.writer = new Database(target.filename, { timeout: 0 });
+        // fileMustExist with migrate: false: opening must not create a file.
+        this.writer = new Database(target.filename, { timeout: 0, fileMustExist: !options.migrate });
       } catch (error) {
         throw mapSqliteError('open', target.filename, error);
       }
@@ -77,7 +77,7 @@ export class SqliteConnection {
   openReader(): void {
     if (this.memory || this.#reader) return;
     try {
-      const reader = new Database(this.file, { fileMustExist: true, timeout: this.#options.busyTimeout });
+      const reader = new Database(this.file, { fileMustExist: true, timeout: this.#options.busyTimeoutMs });
       reader.pragma('query_only = 1');
       this.#reader = reader;
     } catch (error) {
@@ -106,7 +106,7 @@ export class SqliteConnection {
 
   /**
    * Takes the gate, then SQLite's write lock with `BEGIN IMMEDIATE`. While another process holds the lock,
-   * retries every few ms without blocking the event loop, for up to `busyTimeout` ms.
+   * retries every few ms without blocking the event loop, for up to `busyTimeoutMs`.
    */
   async beginWrite(operation: string): Promise<WriteHold> {
     this.check(operation);
@@ -139,26 +139,35 @@ export class SqliteConnection {
 
   /**
    * Runs `attempt` until it stops failing with SQLITE_BUSY, sleeping a few ms in between (the event loop
-   * keeps running), for up to `busyTimeout` ms; then fails with a transient BackendError.
+   * keeps running), for up to `busyTimeoutMs`; then fails with a transient BackendError.
+   *
+   * The wait is measured on the system clock, not the injected one: the lock is held by another process,
+   * which releases it in real time, and a test's ManualClock would never move on by itself.
    */
-  async retryWhileBusy<T>(operation: string, attempt: () => T): Promise<T> {
-    const started = performance.now();
-    for (;;) {
-      this.check(operation);
-      try {
-        return attempt();
-      } catch (error) {
-        if (!isBusy(error)) throw mapSqliteError(operation, this.file, error);
-        const waited = performance.now() - started;
-        if (waited >= this.#options.busyTimeout)
-          throw new BackendError(
+  retryWhileBusy<T>(operation: string, attempt: () => T): Promise<T> {
+    const busyTimeoutMs = this.#options.busyTimeoutMs;
+    return retry(
+      () => {
+        this.check(operation);
+        try {
+          return attempt();
+        } catch (error) {
+          throw isBusy(error) ? error : mapSqliteError(operation, this.file, error);
+        }
+      },
+      {
+        clock: systemClock,
+        deadlineMs: busyTimeoutMs,
+        retryIf: isBusy,
+        delayMs: () => 1 + Math.floor(Math.random() * 3),
+        onGiveUp: (error, waited) =>
+          new BackendError(
             `${operation} (${this.file})`,
-            `the database stayed locked by another connection for ${Math.round(waited)} ms (busyTimeout ${this.#options.busyTimeout} ms)`,
+            `the database stayed locked by another connection for ${Math.round(waited)} ms (busyTimeoutMs ${busyTimeoutMs})`,
             { transient: true, cause: error },
-          );
-        await realSleep(1 + Math.floor(Math.random() * 3));
-      }
-    }
+          ),
+      },
+    );
   }
 
   #tryBegin(): void {
@@ -210,6 +219,16 @@ export class SqliteConnection {
       this.#rollbackQuietly();
     } finally {
       this.#finish(hold);
+    }
+  }
+
+  /** Runs `fn` inside the open transaction `hold`, mapping SQLite's errors. */
+  within<T>(hold: WriteHold, operation: string, fn: () => T): T {
+    this.checkHold(hold, operation);
+    try {
+      return fn();
+    } catch (error) {
+      throw mapSqliteError(operation, this.file, error);
     }
   }
 

@@ -1,13 +1,13 @@
 import { existsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import {
+  booleanOption,
   type Clock,
-  duration,
+  durationOption,
   InvalidArgumentError,
   type Logger,
-  MAX_TIMER_MS,
-  silentLogger,
-  systemClock,
+  NotFoundError,
+  readFactoryOptions,
 } from '@duetime/core';
 import type Database from 'better-sqlite3';
 
@@ -32,8 +32,10 @@ export interface SqliteBackendOptions {
   /**
    * How long a transaction waits for another process to release the database's write lock before it fails
    * with a transient `BackendError`, in ms (default 5,000). The wait is asynchronous: the event loop keeps
-   * running.
+   * running. It is measured in real time, not on `clock`: another process releases the lock in real time.
    */
+  busyTimeoutMs?: number;
+  /** @deprecated Renamed to {@link busyTimeoutMs}; the old name is removed in the next minor version. */
   busyTimeout?: number;
   /** Prefix of duetime's table names (default `duetime_`): letters, digits and `_`, at most 32 characters. */
   tablePrefix?: string;
@@ -41,21 +43,35 @@ export interface SqliteBackendOptions {
    * How often the backend looks for commits made by other connections while someone watches for changes
    * (a dispatcher does), in ms of `clock` time (default 50). The check is one `PRAGMA data_version`.
    */
+  watchIntervalMs?: number;
+  /** @deprecated Renamed to {@link watchIntervalMs}; the old name is removed in the next minor version. */
   watchInterval?: number;
   /**
    * `full` (default): a commit survives a power loss. `normal`: faster; a process crash still loses
    * nothing, a power loss may lose the last commits. Applies only to connections the backend opens.
    */
   synchronous?: 'full' | 'normal';
+  /**
+   * Create or migrate duetime's tables when opening (default true). With `false` the backend opens only a
+   * database that already holds duetime's tables at this package's schema version, and changes nothing
+   * while opening (no file, no table, no journal mode): a file or tables that are not there are a
+   * `NotFoundError`, an older schema a `BackendError`. For tools that only inspect, such as
+   * `duetime schedules list`.
+   */
+  migrate?: boolean;
 }
+
+/** Options renamed to the `…Ms` convention: the old names work, with a warning, until the next minor. */
+export const RENAMED_OPTIONS = { busyTimeout: 'busyTimeoutMs', watchInterval: 'watchIntervalMs' } as const;
 
 export interface ResolvedOptions {
   clock: Clock;
   logger: Logger;
-  busyTimeout: number;
+  busyTimeoutMs: number;
   tablePrefix: string;
-  watchInterval: number;
+  watchIntervalMs: number;
   synchronous: 'full' | 'normal';
+  migrate: boolean;
 }
 
 const PREFIX = /^[A-Za-z_][A-Za-z0-9_]{0,31}$/;
@@ -63,6 +79,7 @@ const PREFIX = /^[A-Za-z_][A-Za-z0-9_]{0,31}$/;
 /** Checks the target; returns the file name to open or the application's connection. */
 export function resolveTarget(
   target: SqliteTarget,
+  migrate = true,
 ): { kind: 'filename'; filename: string } | { kind: 'database'; database: Database.Database } {
   if (typeof target !== 'object' || target === null)
     throw new InvalidArgumentError('target', target, 'must be { filename } or { database }');
@@ -83,7 +100,11 @@ export function resolveTarget(
     throw new InvalidArgumentError('filename', filename, 'must be a file path or ":memory:"');
   if (filename.includes('\u0000'))
     throw new InvalidArgumentError('filename', filename, 'contains a NUL character');
-  if (filename === ':memory:') return { kind: 'filename', filename };
+  if (filename === ':memory:') {
+    if (!migrate)
+      throw new NotFoundError('sqlite database :memory:', 'a new :memory: database holds no duetime tables');
+    return { kind: 'filename', filename };
+  }
   if (filename.startsWith('file:'))
     throw new InvalidArgumentError('filename', filename, 'must be a path, not a file: URI');
   const path = resolve(filename);
@@ -92,21 +113,24 @@ export function resolveTarget(
     throw new InvalidArgumentError('filename', filename, `its directory ${dir} does not exist`);
   if (existsSync(path) && statSync(path).isDirectory())
     throw new InvalidArgumentError('filename', filename, 'is a directory');
+  if (!migrate && !existsSync(path))
+    throw new NotFoundError(
+      `sqlite database ${path}`,
+      `no duetime database at ${path}: the file does not exist`,
+    );
   return { kind: 'filename', filename: path };
 }
 
-/** Checks the options and fills in the defaults. */
-export function resolveOptions(options: SqliteBackendOptions | undefined): ResolvedOptions {
-  if (options !== undefined && (typeof options !== 'object' || options === null))
-    throw new InvalidArgumentError('options', options, 'must be an object');
-  const o = options ?? {};
-  const clock = o.clock ?? systemClock;
-  if (typeof clock?.now !== 'function' || typeof clock.setTimer !== 'function')
-    throw new InvalidArgumentError('options.clock', clock, 'must be a Clock { now(), setTimer() }');
-  const logger = o.logger ?? silentLogger;
-  for (const level of ['debug', 'info', 'warn', 'error'] as const)
-    if (typeof logger?.[level] !== 'function')
-      throw new InvalidArgumentError('options.logger', logger, `must be a Logger (no ${level} method)`);
+/** Checks the options and fills in the defaults; old option names are read with a deprecation warning. */
+export function resolveOptions(given: SqliteBackendOptions | undefined): ResolvedOptions {
+  const {
+    options: o,
+    clock,
+    logger,
+  } = readFactoryOptions(given, {
+    factory: 'createSqliteBackend',
+    renamed: RENAMED_OPTIONS,
+  });
   const tablePrefix = o.tablePrefix ?? 'duetime_';
   if (typeof tablePrefix !== 'string' || !PREFIX.test(tablePrefix))
     throw new InvalidArgumentError(
@@ -120,12 +144,10 @@ export function resolveOptions(options: SqliteBackendOptions | undefined): Resol
   return {
     clock,
     logger,
-    busyTimeout: duration('options.busyTimeout', o.busyTimeout ?? 5000, {
-      allowZero: true,
-      max: MAX_TIMER_MS,
-    }),
+    busyTimeoutMs: durationOption('options.busyTimeoutMs', o.busyTimeoutMs, 5000, { allowZero: true }),
     tablePrefix,
-    watchInterval: duration('options.watchInterval', o.watchInterval ?? 50, { max: 60_000 }),
+    watchIntervalMs: durationOption('options.watchIntervalMs', o.watchIntervalMs, 50, { max: 60_000 }),
     synchronous,
+    migrate: booleanOption('options.migrate', o.migrate, true),
   };
 }

@@ -1,4 +1,11 @@
-import { CorruptDataError, type Event, type Message, type Schedule } from '@duetime/core';
+import {
+  CorruptDataError,
+  type DeadLetterRecord,
+  type Event,
+  type Message,
+  readRecurrence,
+  type Schedule,
+} from '@duetime/core';
 
 export interface ScheduleRow {
   key: string;
@@ -7,6 +14,18 @@ export interface ScheduleRow {
   version: number;
   attempts: number;
   message: string;
+  last_error: string | null;
+  recurrence: string | null;
+}
+
+export interface DeadLetterRow {
+  key: string;
+  version: number;
+  at: number;
+  message: string;
+  attempts: number;
+  error: string;
+  dead_at: number;
 }
 
 export interface EventRow {
@@ -17,13 +36,36 @@ export interface EventRow {
 }
 
 export function toSchedule(row: ScheduleRow, file: string): Schedule {
-  return {
+  const what = `schedule ${JSON.stringify(row.key)}`;
+  const schedule: Schedule = {
     key: row.key,
     at: new Date(row.at),
-    message: parseJson(row.message, file, `the message of schedule ${JSON.stringify(row.key)}`) as Message,
+    message: parseJson(row.message, file, `the message of ${what}`) as Message,
     version: row.version,
     attempts: row.attempts,
     dueAt: new Date(row.due_at),
+  };
+  if (row.last_error !== null && row.last_error !== undefined) schedule.lastError = row.last_error;
+  if (row.recurrence !== null && row.recurrence !== undefined) {
+    const value = parseJson(row.recurrence, file, `the recurrence of ${what}`);
+    try {
+      schedule.recurrence = readRecurrence(value, `the recurrence of ${what}`);
+    } catch (error) {
+      throw new CorruptDataError(`${file}: ${(error as Error).message}`, { cause: error });
+    }
+  }
+  return schedule;
+}
+
+export function toDeadLetter(row: DeadLetterRow, file: string): DeadLetterRecord {
+  return {
+    key: row.key,
+    version: row.version,
+    at: new Date(row.at),
+    message: parseJson(row.message, file, `the message of dead letter ${JSON.stringify(row.key)}`) as Message,
+    attempts: row.attempts,
+    error: row.error,
+    deadAt: new Date(row.dead_at),
   };
 }
 

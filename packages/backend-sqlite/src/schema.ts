@@ -1,4 +1,4 @@
-import { BackendError, CorruptDataError, type Logger, NotSupportedError } from '@duetime/core';
+import { BackendError, CorruptDataError, type Logger, NotFoundError, NotSupportedError } from '@duetime/core';
 import type Database from 'better-sqlite3';
 import type { SqliteConnection } from './connection.js';
 import { LATEST_SCHEMA_VERSION, MIGRATIONS } from './sql/migrations.js';
@@ -22,9 +22,10 @@ export async function prepareSchema(
   connection: SqliteConnection,
   t: Tables,
   source: 'filename' | 'database',
-  options: { synchronous: 'full' | 'normal'; logger: Logger },
+  options: { synchronous: 'full' | 'normal'; logger: Logger; migrate: boolean },
 ): Promise<number> {
   const { writer, file } = connection;
+  if (!options.migrate) return connection.read('check the schema', (db) => checkSchema(db, t, file));
   if (source === 'filename' && !connection.memory) {
     const mode = await connection.retryWhileBusy('enable WAL mode', () =>
       writer.pragma('journal_mode = WAL', { simple: true }),
@@ -108,6 +109,37 @@ function migrate(db: Database.Database, t: Tables, source: 'filename' | 'databas
       }`,
     );
   return LATEST_SCHEMA_VERSION;
+}
+
+/**
+ * With `migrate: false`: reads what the database holds and changes nothing. Tables that are not there are a
+ * NotFoundError; an older schema is a BackendError saying how to migrate it; a newer one is refused.
+ */
+function checkSchema(db: Database.Database, t: Tables, file: string): number {
+  if (!userTables(db).includes(t.meta))
+    throw new NotFoundError(
+      `duetime tables in ${file}`,
+      `no duetime tables with the prefix ${JSON.stringify(t.prefix)} in ${file}`,
+    );
+  const read = prepare(db, `SELECT value FROM ${t.meta} WHERE name = ?`).pluck();
+  if (read.get(META.format) !== FORMAT)
+    throw new CorruptDataError(`${file}: table ${t.meta} exists but is not duetime's (no format row)`);
+  const version = read.get(META.schemaVersion);
+  if (typeof version !== 'number' || !Number.isInteger(version) || version < 0)
+    throw new CorruptDataError(
+      `${file}: ${t.meta} holds an unreadable schema version ${JSON.stringify(version)}`,
+    );
+  if (version > LATEST_SCHEMA_VERSION)
+    throw new BackendError(
+      `open (${file})`,
+      `the database was written by a newer duetime (schema version ${version}; this @duetime/backend-sqlite knows up to ${LATEST_SCHEMA_VERSION}); upgrade the package`,
+    );
+  if (version < LATEST_SCHEMA_VERSION)
+    throw new BackendError(
+      `open (${file})`,
+      `duetime's tables are at schema version ${version}, this package needs ${LATEST_SCHEMA_VERSION}; open it once with migrate: true (the default) to migrate`,
+    );
+  return version;
 }
 
 function userTables(db: Database.Database): string[] {

@@ -1,4 +1,12 @@
-import { type Backend, type BackendCapabilities, createStore, type Store } from '@duetime/core';
+import {
+  type Backend,
+  type BackendCapabilities,
+  BackendLifecycle,
+  createStore,
+  guardCursors,
+  guardLeases,
+  type Store,
+} from '@duetime/core';
 import type Database from 'better-sqlite3';
 import { SqliteConnection } from './connection.js';
 import { SqliteCursors } from './cursors.js';
@@ -24,7 +32,8 @@ export interface SqliteBackend extends Backend<Database.Database> {
  * tables and duetime's commit in the same transactions.
  *
  * Creates or migrates duetime's tables (every process may do this at once), and refuses a file that is
- * corrupt, belongs to another application, or was written by a newer duetime.
+ * corrupt, belongs to another application, or was written by a newer duetime. With `migrate: false` it
+ * creates and changes nothing while opening, and opens only a database that already holds duetime's tables.
  *
  * @example
  * const backend = await createSqliteBackend({ filename: './app.db' });
@@ -39,15 +48,16 @@ export interface SqliteBackend extends Backend<Database.Database> {
  * @throws {InvalidArgumentError} for a bad target or option, naming it.
  * @throws {CorruptDataError} for a file that is not a healthy SQLite database, or holds another
  *   application's tables (when opened by name).
- * @throws {BackendError} when the file cannot be opened, stays locked past `busyTimeout`, or holds a newer
- *   duetime schema.
+ * @throws {BackendError} when the file cannot be opened, stays locked past `busyTimeoutMs`, or holds a newer
+ *   duetime schema (or, with `migrate: false`, an older one).
+ * @throws {NotFoundError} with `migrate: false`, when the file or duetime's tables in it do not exist.
  */
 export async function createSqliteBackend(
   target: SqliteTarget,
   options: SqliteBackendOptions = {},
 ): Promise<SqliteBackend> {
-  const where = resolveTarget(target);
   const resolved = resolveOptions(options);
+  const where = resolveTarget(target, resolved.migrate);
   const names = tables(resolved.tablePrefix);
   const connection = new SqliteConnection(where, resolved);
   let schemaVersion: number;
@@ -61,7 +71,7 @@ export async function createSqliteBackend(
   const driver = new SqliteStoreDriver(
     connection,
     names,
-    { clock: resolved.clock, interval: resolved.watchInterval, logger: resolved.logger },
+    { clock: resolved.clock, interval: resolved.watchIntervalMs, logger: resolved.logger },
     () => connection.close(),
   );
   const store: Store<Database.Database> = createStore(driver, {
@@ -76,17 +86,16 @@ export async function createSqliteBackend(
     exclusiveClaims: true,
   };
   resolved.logger.debug('sqlite backend opened', { file: connection.file, schemaVersion });
+  const lifecycle = new BackendLifecycle(`sqlite backend on ${connection.file}`);
   return {
     name: 'sqlite',
     file: connection.file,
     tablePrefix: resolved.tablePrefix,
     schemaVersion,
     store,
-    leases: new SqliteLeases(connection, names, resolved.clock),
-    cursors: new SqliteCursors(connection, names, resolved.clock),
+    leases: guardLeases(new SqliteLeases(connection, names, resolved.clock), lifecycle),
+    cursors: guardCursors(new SqliteCursors(connection, names, resolved.clock), lifecycle),
     capabilities,
-    async close() {
-      await store.close();
-    },
+    close: () => lifecycle.close(() => store.close()),
   };
 }

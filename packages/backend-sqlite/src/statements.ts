@@ -1,5 +1,11 @@
 import type Database from 'better-sqlite3';
-import { type ListShape, listQuery, type StoreQuery, storeQueries } from './sql/queries.js';
+import {
+  deadLetterListQuery,
+  type ListShape,
+  listQuery,
+  type StoreQuery,
+  storeQueries,
+} from './sql/queries.js';
 import type { Tables } from './sql/tables.js';
 
 /** The store's statements on one connection, prepared on first use and then reused. */
@@ -22,6 +28,12 @@ export class Statements {
   list(shape: ListShape): Database.Statement {
     return this.#cached(`list:${shape.through}:${shape.prefix}:${shape.after}`, () =>
       listQuery(this.#tables, shape),
+    );
+  }
+
+  deadLetterList(shape: { prefix: 'none' | 'range' | 'from'; after: boolean }): Database.Statement {
+    return this.#cached(`dead:${shape.prefix}:${shape.after}`, () =>
+      deadLetterListQuery(this.#tables, shape),
     );
   }
 

@@ -1,19 +1,30 @@
-import type {
-  Clock,
-  DriverScheduleQuery,
-  DriverTransaction,
-  Event,
-  Logger,
-  Schedule,
-  StoreDriver,
+import {
+  type Clock,
+  createBufferedDelivery,
+  type DeadLetterRecord,
+  type DeliveryTransaction,
+  type DriverDeadLetterQuery,
+  type DriverScheduleQuery,
+  type DriverTransaction,
+  type Event,
+  type Logger,
+  type Schedule,
+  type StoreDriver,
 } from '@duetime/core';
 import type Database from 'better-sqlite3';
 import type { SqliteConnection } from './connection.js';
-import { type EventRow, type ScheduleRow, toEvent, toSchedule } from './rows.js';
+import {
+  type DeadLetterRow,
+  type EventRow,
+  type ScheduleRow,
+  toDeadLetter,
+  toEvent,
+  toSchedule,
+} from './rows.js';
 import { prefixUpperBound } from './sql/prefix.js';
 import type { Tables } from './sql/tables.js';
 import { prepare, Statements } from './statements.js';
-import { SqliteTransaction } from './transaction.js';
+import { SqliteDelivery, SqliteTransaction } from './transaction.js';
 import { ChangeWatcher } from './watch.js';
 
 /** How the driver looks for other connections' commits (file databases only). */
@@ -61,6 +72,38 @@ export class SqliteStoreDriver implements StoreDriver<Database.Database> {
     return new SqliteTransaction(this.#connection, this.#write, hold);
   }
 
+  /**
+   * Claims and consumes up to `limit` due schedules in one `DELETE … RETURNING` under the write lock. A
+   * look on the read connection first keeps an idle dispatcher from taking the write lock at all.
+   */
+  async deliver(now: Date, limit: number): Promise<DeliveryTransaction<Database.Database>> {
+    const at = now.getTime();
+    const due = await this.#connection.read('look for due schedules', () => this.#read.get('anyDue').get(at));
+    if (due === undefined) return this.#nothingDue();
+    const hold = await this.#connection.beginWrite('claim due schedules');
+    let claimed: Schedule[];
+    try {
+      claimed = this.#connection.within(hold, 'claim due schedules', () =>
+        (this.#write.get('claimDue').all(at, limit) as ScheduleRow[])
+          .map((row) => toSchedule(row, this.#connection.file))
+          .sort(compareDue),
+      );
+    } catch (error) {
+      this.#connection.rollback(hold);
+      throw error;
+    }
+    return new SqliteDelivery(this.#connection, this.#write, hold, claimed);
+  }
+
+  #nothingDue(): DeliveryTransaction<Database.Database> {
+    return createBufferedDelivery({
+      claimed: [],
+      reads: this,
+      commit: async () => {},
+      sql: this.#connection.writer,
+    });
+  }
+
   loadEvents(aggregateId: string): Promise<Event[]> {
     return this.#connection.read('load events', () =>
       (this.#read.get('loadEvents').all(aggregateId) as EventRow[]).map((row) =>
@@ -79,16 +122,7 @@ export class SqliteStoreDriver implements StoreDriver<Database.Database> {
   listSchedules(query: DriverScheduleQuery): Promise<Schedule[]> {
     return this.#connection.read('list schedules', () => {
       const params: Record<string, unknown> = { limit: query.limit };
-      let prefix: 'none' | 'range' | 'from' = 'none';
-      if (query.prefix !== undefined && query.prefix !== '') {
-        params.lo = query.prefix;
-        const hi = prefixUpperBound(query.prefix);
-        if (hi === undefined) prefix = 'from';
-        else {
-          prefix = 'range';
-          params.hi = hi;
-        }
-      }
+      const prefix = prefixRange(query.prefix, params);
       if (query.through !== undefined) params.through = query.through.getTime();
       if (query.after !== undefined) {
         params.afterAt = query.after.at;
@@ -111,29 +145,30 @@ export class SqliteStoreDriver implements StoreDriver<Database.Database> {
     );
   }
 
+  loadDeadLetter(key: string): Promise<DeadLetterRecord | undefined> {
+    return this.#connection.read('load a dead letter', () => {
+      const row = this.#read.get('loadDeadLetter').get(key) as DeadLetterRow | undefined;
+      return row ? toDeadLetter(row, this.#connection.file) : undefined;
+    });
+  }
+
+  listDeadLetters(query: DriverDeadLetterQuery): Promise<DeadLetterRecord[]> {
+    return this.#connection.read('list dead letters', () => {
+      const params: Record<string, unknown> = { limit: query.limit };
+      const prefix = prefixRange(query.prefix, params);
+      if (query.after !== undefined) params.after = query.after;
+      const statement = this.#read.deadLetterList({ prefix, after: query.after !== undefined });
+      return (statement.all(params) as DeadLetterRow[]).map((row) =>
+        toDeadLetter(row, this.#connection.file),
+      );
+    });
+  }
+
   nextDueAt(): Promise<Date | undefined> {
     return this.#connection.read('find the next due time', () => {
       const dueAt = this.#read.get('nextDueAt').pluck().get() as number | undefined;
       return dueAt === undefined ? undefined : new Date(dueAt);
     });
-  }
-
-  recordFailure(
-    key: string,
-    version: number,
-    failure: { attempts: number; dueAt: Date; error: string },
-  ): Promise<boolean> {
-    return this.#connection.write(
-      'record a failed delivery',
-      () =>
-        this.#write.get('recordFailure').run({
-          key,
-          version,
-          attempts: failure.attempts,
-          dueAt: failure.dueAt.getTime(),
-          error: failure.error,
-        }).changes === 1,
-    );
   }
 
   watch(onChange: (change: { earliest?: Date }) => void): () => void {
@@ -149,4 +184,21 @@ export class SqliteStoreDriver implements StoreDriver<Database.Database> {
     this.#watcher?.stop();
     this.#onClose();
   }
+}
+
+function compareDue(a: Schedule, b: Schedule): number {
+  return a.dueAt.getTime() - b.dueAt.getTime() || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+}
+
+/**
+ * How a literal key prefix is searched: as the index range [prefix, upper bound) when there is one, else
+ * from the prefix on with a `substr` check (a prefix of only U+10FFFF characters). Sets `lo`/`hi` in `params`.
+ */
+function prefixRange(prefix: string | undefined, params: Record<string, unknown>): 'none' | 'range' | 'from' {
+  if (prefix === undefined || prefix === '') return 'none';
+  params.lo = prefix;
+  const hi = prefixUpperBound(prefix);
+  if (hi === undefined) return 'from';
+  params.hi = hi;
+  return 'range';
 }

@@ -55,6 +55,7 @@ describe('opening files', () => {
     db.close();
     expect(tablesOf(file)).toEqual([
       'duetime_cursors',
+      'duetime_dead_letters',
       'duetime_events',
       'duetime_leases',
       'duetime_meta',
@@ -75,6 +76,24 @@ describe('opening files', () => {
       tx.schedule('k', new Date(Date.now() + HOUR), { type: 't', aggregateId: 'a' }),
     );
     expect((await again.store.loadSchedule('k'))?.version).toBe(2);
+    await again.close();
+  });
+
+  it('migrates a schema-1 file (before recurring schedules and dead letters) keeping its schedules', async () => {
+    const file = files.file('schema1');
+    const first = await createSqliteBackend({ filename: file });
+    await first.store.transact((tx) => tx.schedule('old/1', new Date(Date.now() + HOUR), { type: 't' }));
+    await first.close();
+    // What version 1 of the schema looked like.
+    const db = new Database(file);
+    db.exec('DROP TABLE duetime_dead_letters; ALTER TABLE duetime_schedules DROP COLUMN recurrence');
+    db.prepare("UPDATE duetime_meta SET value = 1 WHERE name = 'schema_version'").run();
+    db.close();
+    const again = await createSqliteBackend({ filename: file });
+    expect(again.schemaVersion).toBe(LATEST_SCHEMA_VERSION);
+    expect(await again.store.loadSchedule('old/1')).toMatchObject({ key: 'old/1', version: 1 });
+    expect((await again.store.loadSchedule('old/1'))?.recurrence).toBeUndefined();
+    expect(await again.store.pageDeadLetters()).toEqual({ items: [] });
     await again.close();
   });
 

@@ -33,10 +33,10 @@ describe('options', () => {
       ['options.tablePrefix', good, 'bad-prefix', { tablePrefix: 'bad-prefix' }],
       ['options.tablePrefix', good, '1abc', { tablePrefix: '1abc' }],
       ['options.tablePrefix', good, 'x'.repeat(33), { tablePrefix: 'x'.repeat(33) }],
-      ['options.busyTimeout', good, -1, { busyTimeout: -1 }],
-      ['options.busyTimeout', good, Number.NaN, { busyTimeout: Number.NaN }],
-      ['options.busyTimeout', good, 2 ** 31, { busyTimeout: 2 ** 31 }],
-      ['options.watchInterval', good, 0, { watchInterval: 0 }],
+      ['options.busyTimeoutMs', good, -1, { busyTimeoutMs: -1 }],
+      ['options.busyTimeoutMs', good, Number.NaN, { busyTimeoutMs: Number.NaN }],
+      ['options.busyTimeoutMs', good, 2 ** 31, { busyTimeoutMs: 2 ** 31 }],
+      ['options.watchIntervalMs', good, 0, { watchIntervalMs: 0 }],
       ['options.synchronous', good, 'off', { synchronous: 'off' }],
       ['options.clock', good, undefined, { clock: {} }],
       ['options.logger', good, undefined, { logger: { info() {} } }],
@@ -98,7 +98,7 @@ describe('close()', () => {
   it('rolls back a transaction still open, frees the file for others, and fails its commit', async () => {
     const file = files.file('open-tx');
     const closing = await createSqliteBackend({ filename: file });
-    const other = await createSqliteBackend({ filename: file }, { busyTimeout: 0 });
+    const other = await createSqliteBackend({ filename: file }, { busyTimeoutMs: 0 });
     let release!: () => void;
     const gate = new Promise<void>((resolve) => {
       release = resolve;

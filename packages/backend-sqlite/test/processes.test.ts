@@ -26,7 +26,7 @@ describe('several processes on one file', () => {
 
   it('waits for another process’s write lock without blocking the event loop, then fails transiently naming the file', async () => {
     const file = files.file('locked');
-    const backend = await createSqliteBackend({ filename: file }, { busyTimeout: 400 });
+    const backend = await createSqliteBackend({ filename: file }, { busyTimeoutMs: 400 });
     const holder = spawnChild('hold-lock', file);
     try {
       await holder.line(/^LOCKED$/);
@@ -42,7 +42,7 @@ describe('several processes on one file', () => {
       expect(error).toBeInstanceOf(BackendError);
       expect((error as BackendError).transient).toBe(true);
       expect((error as Error).message).toContain(file);
-      expect((error as Error).message).toContain('busyTimeout 400 ms');
+      expect((error as Error).message).toContain('busyTimeoutMs 400');
       expect(ticks).toBeGreaterThan(0);
       // Reads go on meanwhile: WAL readers do not wait for the writer.
       expect(await backend.store.listSchedules()).toEqual([]);
@@ -58,7 +58,7 @@ describe('several processes on one file', () => {
 
   it('lets a process write while another commits back to back, well within its busy timeout', async () => {
     const file = files.file('fair');
-    const backend = await createSqliteBackend({ filename: file }, { busyTimeout: 2000 });
+    const backend = await createSqliteBackend({ filename: file }, { busyTimeoutMs: 2000 });
     const hammer = spawnChild('hammer', file, '5000');
     try {
       await hammer.line(/^READY$/);

@@ -18,8 +18,8 @@ const tick = () => new Promise((resolve) => setTimeout(resolve, 1));
 describe('several instances on one file in one process', () => {
   it('serialises concurrent transactions that await inside, with no lock waits and no deadlock', async () => {
     const file = files.file('two');
-    const a = await createSqliteBackend({ filename: file }, { busyTimeout: 0 });
-    const b = await createSqliteBackend({ filename: file }, { busyTimeout: 0 });
+    const a = await createSqliteBackend({ filename: file }, { busyTimeoutMs: 0 });
+    const b = await createSqliteBackend({ filename: file }, { busyTimeoutMs: 0 });
     const runs = Array.from({ length: 40 }, (_, i) =>
       (i % 2 === 0 ? a : b).store.transact(async (tx) => {
         await tx.exec(counter, 'c', (_s, ag) => ag.raise('counted', { i }));
@@ -38,11 +38,11 @@ describe('several instances on one file in one process', () => {
   it('shares the gate between { filename }, { database } and a symlinked path to the same file', async () => {
     const file = files.file('shared');
     const link = join(files.dir, 'link-to-shared.db');
-    const first = await createSqliteBackend({ filename: file }, { busyTimeout: 0 });
+    const first = await createSqliteBackend({ filename: file }, { busyTimeoutMs: 0 });
     symlinkSync(file, link);
     const db = new Database(file);
-    const viaDatabase = await createSqliteBackend({ database: db }, { busyTimeout: 0 });
-    const viaLink = await createSqliteBackend({ filename: link }, { busyTimeout: 0 });
+    const viaDatabase = await createSqliteBackend({ database: db }, { busyTimeoutMs: 0 });
+    const viaLink = await createSqliteBackend({ filename: link }, { busyTimeoutMs: 0 });
     const instances = [first, viaDatabase, viaLink];
     await Promise.all(
       Array.from({ length: 30 }, (_, i) =>
@@ -59,8 +59,8 @@ describe('several instances on one file in one process', () => {
 
   it('queues a dispatcher with concurrency 16 and the application’s writes from another instance', async () => {
     const file = files.file('dispatch');
-    const worker = await createSqliteBackend({ filename: file }, { busyTimeout: 0 });
-    const app = await createSqliteBackend({ filename: file }, { busyTimeout: 0 });
+    const worker = await createSqliteBackend({ filename: file }, { busyTimeoutMs: 0 });
+    const app = await createSqliteBackend({ filename: file }, { busyTimeoutMs: 0 });
     await app.store.transact(async (tx) => {
       for (let i = 0; i < 200; i++)
         await tx.schedule(`d/${i}`, new Date(Date.now() - 1000 + i), {
@@ -74,7 +74,7 @@ describe('several instances on one file in one process', () => {
       rescanInterval: 50,
       processor: async (tx, message) => {
         await tick();
-        await tx.exec(counter, message.aggregateId, (_s, ag) => ag.raise('counted'));
+        await tx.exec(counter, message.aggregateId!, (_s, ag) => ag.raise('counted'));
       },
     });
     const controller = new AbortController();

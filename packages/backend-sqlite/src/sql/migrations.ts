@@ -49,6 +49,22 @@ export const MIGRATIONS: readonly Migration[] = [
       INSERT INTO ${t.meta} (name, value) VALUES ('schedule_version', 0);
     `,
   },
+  {
+    version: 2,
+    description: 'recurring schedules (recurrence JSON) and dead letters',
+    sql: (t) => `
+      ALTER TABLE ${t.schedules} ADD COLUMN recurrence TEXT;
+      CREATE TABLE ${t.deadLetters} (
+        key TEXT NOT NULL PRIMARY KEY,
+        version INTEGER NOT NULL,
+        at INTEGER NOT NULL,
+        message TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        error TEXT NOT NULL,
+        dead_at INTEGER NOT NULL
+      );
+    `,
+  },
 ];
 
 /** The newest schema version this code knows. */

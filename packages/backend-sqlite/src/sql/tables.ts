@@ -6,6 +6,7 @@ export interface Tables {
   schedules: string;
   leases: string;
   cursors: string;
+  deadLetters: string;
 }
 
 export function tables(prefix: string): Tables {
@@ -16,6 +17,7 @@ export function tables(prefix: string): Tables {
     schedules: `${prefix}schedules`,
     leases: `${prefix}leases`,
     cursors: `${prefix}cursors`,
+    deadLetters: `${prefix}dead_letters`,
   };
 }
 
