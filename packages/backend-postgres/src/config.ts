@@ -1,13 +1,14 @@
 import { userInfo } from 'node:os';
 import {
+  booleanOption,
   type Clock,
-  duration,
+  durationOption,
   InvalidArgumentError,
   type Logger,
-  MAX_TIMER_MS,
+  parseBackendUrl,
   positiveInteger,
-  silentLogger,
-  systemClock,
+  readFactoryOptions,
+  redactUrl,
 } from '@duetime/core';
 import pg from 'pg';
 import type { ConnectionTarget } from './errors.js';
@@ -26,8 +27,10 @@ export interface PostgresBackendOptions {
   clock?: Clock;
   logger?: Logger;
   /**
-   * Run pending migrations when opening (default true). With false, opening checks that the schema is at
-   * this package's version and fails otherwise: for teams that run {@link migrate} separately.
+   * Run pending migrations when opening (default true). With false, opening creates and changes nothing:
+   * it checks that the schema is at this package's version, and fails with a `NotFoundError` when the
+   * schema or duetime's tables in it do not exist, or a `BackendError` when they are older. For teams that
+   * run {@link migrate} separately, and for tools that only inspect (`duetime schedules list`).
    */
   migrate?: boolean;
   /** Connections in the pool the backend creates from a URL (default 10). Ignored with `pool`. */
@@ -36,6 +39,8 @@ export interface PostgresBackendOptions {
    * How long to wait for a connection before failing (default 10,000 ms): applied to the pool created
    * from a URL and the LISTEN connection, and to the first contact when opening, whatever the pool.
    */
+  connectTimeoutMs?: number;
+  /** @deprecated Renamed to {@link connectTimeoutMs}; the old name is removed in the next minor version. */
   connectionTimeoutMs?: number;
   /** `application_name` of the connections the backend opens (default `duetime`), shown in pg_stat_activity. */
   applicationName?: string;
@@ -56,6 +61,9 @@ export interface PostgresBackendOptions {
   idleInTransactionTimeoutMs?: number;
 }
 
+/** Options renamed to one spelling across backends: the old names work, with a warning, until the next minor. */
+export const RENAMED_OPTIONS = { connectionTimeoutMs: 'connectTimeoutMs' } as const;
+
 /** Options after validation, with what the connection resolved to. */
 export interface ResolvedConfig {
   pool: pg.Pool;
@@ -68,7 +76,7 @@ export interface ResolvedConfig {
   clock: Clock;
   logger: Logger;
   migrate: boolean;
-  connectionTimeoutMs: number;
+  connectTimeoutMs: number;
   preparedStatements: boolean;
 }
 
@@ -88,47 +96,35 @@ export function schemaName(value: unknown, field = 'options.schema'): string {
   return value;
 }
 
-/** `postgres://user:secret@host/db` → `postgres://user:***@host/db`, for error messages. */
-export function redactUrl(url: string): string {
-  return url
-    .replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/?#@]*):[^@/?#]*@/i, '$1:***@')
-    .replace(/(password=)[^&]*/gi, '$1***');
-}
-
 function connectionString(value: unknown): string {
   const field = 'connection.connectionString';
-  if (typeof value !== 'string' || value.length === 0)
-    throw new InvalidArgumentError(
-      field,
-      typeof value === 'string' ? value : value,
-      'must be a non-empty URL string',
-    );
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw new InvalidArgumentError(
-      field,
-      redactUrl(value),
-      'is not a URL like postgres://user:password@host:5432/database',
-    );
-  }
-  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:')
-    throw new InvalidArgumentError(field, redactUrl(value), 'must start with postgres:// or postgresql://');
+  // pg reads every query parameter itself (sslmode, application_name, …): they are left to it.
+  parseBackendUrl(value, {
+    field,
+    schemes: ['postgres:', 'postgresql:'],
+    example: 'postgres://user:password@host:5432/database',
+    host: false,
+    params: 'any',
+  });
+  const url = new URL(value as string);
   if (!url.hostname && !url.searchParams.get('host'))
-    throw new InvalidArgumentError(field, redactUrl(value), 'names no host (postgres://host:5432/database)');
+    throw new InvalidArgumentError(
+      field,
+      redactUrl(value as string),
+      'names no host (postgres://host:5432/database)',
+    );
   // pg reads the URL with its own parser, which refuses some URLs that WHATWG accepts (an IPv6 host in a
   // URL that also holds a space or a stray '%', for one): ask it now, so the error is typed and names the field.
   try {
-    new pg.Client({ connectionString: value });
+    new pg.Client({ connectionString: value as string });
   } catch (error) {
     throw new InvalidArgumentError(
       field,
-      redactUrl(value),
+      redactUrl(value as string),
       `cannot be read by pg (${error instanceof Error ? error.message : String(error)}); percent-encode spaces and '%' in it`,
     );
   }
-  return value;
+  return value as string;
 }
 
 function isPool(value: unknown): value is pg.Pool {
@@ -164,21 +160,22 @@ function resolveTarget(
 /** Validates everything given to `createPostgresBackend` or `migrate`, and creates the pool if it is ours. */
 export function resolveConfig(
   connection: PostgresConnection,
-  options: PostgresBackendOptions = {},
+  given: PostgresBackendOptions = {},
 ): ResolvedConfig {
   if (typeof connection !== 'object' || connection === null)
     throw new InvalidArgumentError('connection', connection, 'must be { connectionString } or { pool }');
-  if (typeof options !== 'object' || options === null)
-    throw new InvalidArgumentError('options', options, 'must be an object');
-  const schema = schemaName(options.schema ?? 'duetime');
-  const connectionTimeoutMs = duration('options.connectionTimeoutMs', options.connectionTimeoutMs ?? 10_000, {
-    max: MAX_TIMER_MS,
+  const { options, clock, logger } = readFactoryOptions(given, {
+    factory: 'createPostgresBackend',
+    renamed: RENAMED_OPTIONS,
   });
+  const schema = schemaName(options.schema ?? 'duetime');
+  const connectTimeoutMs = durationOption('options.connectTimeoutMs', options.connectTimeoutMs, 10_000);
   const poolSize = positiveInteger('options.poolSize', options.poolSize ?? 10);
-  const idleInTransactionTimeoutMs = duration(
+  const idleInTransactionTimeoutMs = durationOption(
     'options.idleInTransactionTimeoutMs',
-    options.idleInTransactionTimeoutMs ?? 60_000,
-    { allowZero: true, max: MAX_TIMER_MS },
+    options.idleInTransactionTimeoutMs,
+    60_000,
+    { allowZero: true },
   );
   const applicationName = options.applicationName ?? 'duetime';
   if (
@@ -191,29 +188,13 @@ export function resolveConfig(
       applicationName,
       'must be printable ASCII, at most 63 characters',
     );
-  if (options.migrate !== undefined && typeof options.migrate !== 'boolean')
-    throw new InvalidArgumentError('options.migrate', options.migrate, 'must be a boolean');
-  if (options.preparedStatements !== undefined && typeof options.preparedStatements !== 'boolean')
-    throw new InvalidArgumentError(
-      'options.preparedStatements',
-      options.preparedStatements,
-      'must be a boolean',
-    );
-  if (options.clock !== undefined && typeof options.clock?.now !== 'function')
-    throw new InvalidArgumentError('options.clock', options.clock, 'must be a Clock { now, setTimer }');
-  if (options.logger !== undefined && typeof options.logger?.warn !== 'function')
-    throw new InvalidArgumentError(
-      'options.logger',
-      options.logger,
-      'must be a Logger { debug, info, warn, error }',
-    );
   const common = {
     schema,
-    clock: options.clock ?? systemClock,
-    logger: options.logger ?? silentLogger,
-    migrate: options.migrate ?? true,
-    connectionTimeoutMs,
-    preparedStatements: options.preparedStatements ?? true,
+    clock,
+    logger,
+    migrate: booleanOption('options.migrate', options.migrate, true),
+    connectTimeoutMs,
+    preparedStatements: booleanOption('options.preparedStatements', options.preparedStatements, true),
   };
 
   if ('pool' in connection) {
@@ -230,7 +211,7 @@ export function resolveConfig(
       listenClient: () =>
         new ClientClass({
           ...poolOptions,
-          connectionTimeoutMillis: poolOptions.connectionTimeoutMillis || connectionTimeoutMs,
+          connectionTimeoutMillis: poolOptions.connectionTimeoutMillis || connectTimeoutMs,
           keepAlive: true,
         }),
       target,
@@ -242,7 +223,7 @@ export function resolveConfig(
   const url = connectionString(connection.connectionString);
   const base: pg.ClientConfig = {
     connectionString: url,
-    connectionTimeoutMillis: connectionTimeoutMs,
+    connectionTimeoutMillis: connectTimeoutMs,
     keepAlive: true,
     application_name: applicationName,
     ...(idleInTransactionTimeoutMs > 0

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { ClosedError, type Logger, sleep, systemClock } from '@duetime/core';
+import { backoff, type Clock, ClosedError, DuetimeError, type Logger, retry } from '@duetime/core';
 import type pg from 'pg';
 import { type ConnectionTarget, isConnectionLost, toDuetimeError } from './errors.js';
 
@@ -31,7 +31,8 @@ type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
 /** SQL text, optionally as a named prepared statement (parsed and planned once per connection). */
 export type Statement = string | { name: string; text: string };
 
-function config(statement: Statement, values: unknown[]): pg.QueryConfig {
+/** The pg query config of `statement` with `values`, read with {@link RAW_TYPES}. */
+export function queryConfig(statement: Statement, values: unknown[]): pg.QueryConfig {
   return typeof statement === 'string'
     ? { text: statement, values, types: RAW_TYPES }
     : { name: statement.name, text: statement.text, values, types: RAW_TYPES };
@@ -44,6 +45,7 @@ export class Connection {
   readonly logger: Logger;
   readonly #secret: string | undefined;
   readonly #ownsPool: boolean;
+  readonly #clock: Clock;
   readonly #onPoolError = (error: Error) => {
     this.logger.warn('an idle PostgreSQL connection failed; the pool replaces it', {
       error: toDuetimeError(error, 'idle connection', this.target, this.#secret),
@@ -69,8 +71,10 @@ export class Connection {
     target: ConnectionTarget;
     secret: string | undefined;
     logger: Logger;
+    clock: Clock;
     preparedStatements: boolean;
   }) {
+    this.#clock = options.clock;
     // Names are per connection; the schema's hash keeps two backends sharing a pool apart.
     this.#statementPrefix = options.preparedStatements
       ? `duetime_${createHash('sha256').update(options.target.schema).digest('hex').slice(0, 10)}_`
@@ -120,30 +124,50 @@ export class Connection {
   ): Promise<pg.QueryResult<R>> {
     this.check();
     try {
-      return (await on.query(config(statement, values))) as pg.QueryResult<R>;
+      return (await on.query(queryConfig(statement, values))) as pg.QueryResult<R>;
     } catch (error) {
       throw this.error(error, operation);
     }
   }
 
   /**
+   * Retries `attempt` a few times (50 ms, then 200 ms of the backend's clock) while the connection was lost
+   * and the backend is open; other errors surface at once, mapped to duetime errors.
+   */
+  #whileConnectionLost<T>(operation: string, attempt: () => Promise<T>): Promise<T> {
+    return retry(
+      async () => {
+        this.check();
+        try {
+          return await attempt();
+        } catch (error) {
+          throw this.#closed || !isConnectionLost(error) ? this.error(error, operation) : error;
+        }
+      },
+      {
+        clock: this.#clock,
+        attempts: 3,
+        // Errors already mapped above are final; only a raw lost-connection error is retried.
+        retryIf: (error) => !(error instanceof DuetimeError) && !this.#closed && isConnectionLost(error),
+        delayMs: backoff({ initialMs: 50, factor: 4 }),
+        onGiveUp: (error) => this.error(error, operation),
+      },
+    );
+  }
+
+  /**
    * Runs an idempotent statement on the pool, retrying a few times when the connection was lost (a
    * pooled connection the server had already closed, a short failover). Other errors surface at once.
    */
-  async idempotent<R extends Record<string, unknown>>(
+  idempotent<R extends Record<string, unknown>>(
     operation: string,
     statement: Statement,
     values: unknown[] = [],
   ): Promise<pg.QueryResult<R>> {
-    for (let attempt = 0; ; attempt++) {
-      this.check();
-      try {
-        return (await this.pool.query(config(statement, values))) as pg.QueryResult<R>;
-      } catch (error) {
-        if (attempt >= 2 || !isConnectionLost(error) || this.#closed) throw this.error(error, operation);
-        await sleep(systemClock, 50 * 4 ** attempt);
-      }
-    }
+    return this.#whileConnectionLost(
+      operation,
+      async () => (await this.pool.query(queryConfig(statement, values))) as pg.QueryResult<R>,
+    );
   }
 
   /**
@@ -151,16 +175,11 @@ export class Connection {
    * (pg emits `error` on a checked-out client whose socket dies; unheard, that would crash the process).
    * Retries a few times when no connection can be made. Sends nothing: the transaction sends BEGIN.
    */
-  async checkout(operation: string): Promise<CheckedOutClient> {
-    for (let attempt = 0; ; attempt++) {
-      this.check();
-      try {
-        return new CheckedOutClient(await this.pool.connect(), this.logger);
-      } catch (error) {
-        if (attempt >= 2 || !isConnectionLost(error) || this.#closed) throw this.error(error, operation);
-        await sleep(systemClock, 50 * 4 ** attempt);
-      }
-    }
+  checkout(operation: string): Promise<CheckedOutClient> {
+    return this.#whileConnectionLost(
+      operation,
+      async () => new CheckedOutClient(await this.pool.connect(), this.logger),
+    );
   }
 
   /** Runs `fn` on a client inside BEGIN … COMMIT (rolled back when it throws). */

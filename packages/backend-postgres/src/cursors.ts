@@ -1,4 +1,4 @@
-import { type CursorBackend, duration, InvalidArgumentError, identifier, validDate } from '@duetime/core';
+import { type CursorBackend, InvalidArgumentError } from '@duetime/core';
 import type { Connection, Statement } from './connection.js';
 import { cursorSql } from './sql/cursors.js';
 import { quoteIdent } from './sql/ident.js';
@@ -6,7 +6,8 @@ import { PG_MIN_TIME, pgTimestamp } from './sql/time.js';
 
 /**
  * Calendar cursors on PostgreSQL: one row per key, advanced with an upsert that keeps the maximum under
- * the row lock (concurrent advances never move it back), expiring by the server's clock.
+ * the row lock (concurrent advances never move it back), expiring by the server's clock. Arguments arrive
+ * checked (core's `guardCursors`); only PostgreSQL's own range is checked here.
  */
 export class PostgresCursors implements CursorBackend {
   readonly #connection: Connection;
@@ -22,16 +23,12 @@ export class PostgresCursors implements CursorBackend {
   }
 
   async read(key: string): Promise<Date | undefined> {
-    identifier('key', key);
     const result = await this.#connection.idempotent<{ at_ms: number }>('read cursor', this.#sql.read, [key]);
     const row = result.rows[0];
     return row ? new Date(row.at_ms) : undefined;
   }
 
   async advance(key: string, at: Date, ttlMs: number): Promise<Date> {
-    identifier('key', key);
-    validDate('at', at);
-    duration('ttlMs', ttlMs);
     if (at.getTime() < PG_MIN_TIME)
       throw new InvalidArgumentError('at', at, 'is earlier than PostgreSQL can store (4714-11-24 BC)');
     // Idempotent (a maximum), so a lost reply is safely retried.

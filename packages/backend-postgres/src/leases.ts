@@ -1,4 +1,4 @@
-import { duration, identifier, type LeaseBackend, type LeaseGrant, type LeaseHolder } from '@duetime/core';
+import type { LeaseBackend, LeaseGrant, LeaseHolder } from '@duetime/core';
 import type { Connection, Statement } from './connection.js';
 import { quoteIdent } from './sql/ident.js';
 import { leaseSql } from './sql/leases.js';
@@ -8,7 +8,8 @@ import { leaseSql } from './sql/leases.js';
  * processes with skewed clocks still agree. Each is one statement on a row lock. Fencing tokens are a
  * per-key counter kept in the key's row, which survives release and expiry, so a new holder's token is
  * always greater than every earlier one. Contention is a result (`undefined`/`false`); a failure to ask
- * (connection lost, server down) throws a BackendError and is never reported as contention.
+ * (connection lost, server down) throws a BackendError and is never reported as contention. Arguments
+ * arrive checked (core's `guardLeases`).
  */
 export class PostgresLeases implements LeaseBackend {
   readonly #connection: Connection;
@@ -26,7 +27,6 @@ export class PostgresLeases implements LeaseBackend {
   }
 
   async acquire(key: string, owner: string, ttlMs: number): Promise<LeaseGrant | undefined> {
-    check(key, owner, ttlMs);
     // Retrying is safe: the same owner re-acquiring a live lease keeps its token.
     const result = await this.#connection.idempotent<{ token: number }>('acquire lease', this.#sql.acquire, [
       key,
@@ -38,7 +38,6 @@ export class PostgresLeases implements LeaseBackend {
   }
 
   async renew(key: string, owner: string, token: number, ttlMs: number): Promise<LeaseGrant | undefined> {
-    check(key, owner, ttlMs);
     const result = await this.#connection.idempotent<{ token: number }>('renew lease', this.#sql.renew, [
       key,
       owner,
@@ -50,15 +49,12 @@ export class PostgresLeases implements LeaseBackend {
   }
 
   async release(key: string, owner: string, token: number): Promise<boolean> {
-    identifier('key', key);
-    identifier('owner', owner);
     // Not retried: a release whose reply was lost would be reported as "not held" the second time.
     const result = await this.#connection.query('release lease', this.#sql.release, [key, owner, token]);
     return result.rowCount === 1;
   }
 
   async holder(key: string): Promise<LeaseHolder | undefined> {
-    identifier('key', key);
     const result = await this.#connection.idempotent<{ owner: string; token: number; remaining_ms: number }>(
       'read lease holder',
       this.#sql.holder,
@@ -69,10 +65,4 @@ export class PostgresLeases implements LeaseBackend {
       ? { owner: row.owner, token: row.token, remainingMs: Math.max(0, row.remaining_ms) }
       : undefined;
   }
-}
-
-function check(key: string, owner: string, ttlMs: number): void {
-  identifier('key', key);
-  identifier('owner', owner);
-  duration('ttlMs', ttlMs);
 }

@@ -1,4 +1,4 @@
-import { BackendError, NotSupportedError } from '@duetime/core';
+import { BackendError, NotFoundError, NotSupportedError } from '@duetime/core';
 import type { Connection } from './connection.js';
 import { describeTarget } from './errors.js';
 import { migrations, SCHEMA_VERSION } from './migrations/index.js';
@@ -80,10 +80,18 @@ export async function readSchemaVersion(connection: Connection): Promise<number>
   return Number(result.rows[0]?.version ?? 0);
 }
 
-/** Throws unless the schema is at exactly this package's version (used with `migrate: false`). */
+/**
+ * Throws unless the schema is at exactly this package's version (used with `migrate: false`): a
+ * NotFoundError when the schema or its tables do not exist, a BackendError when they are older.
+ */
 export async function requireCurrentSchema(connection: Connection): Promise<void> {
   const found = await readSchemaVersion(connection);
   refuseNewer(connection, found);
+  if (found === 0)
+    throw new NotFoundError(
+      `schema ${JSON.stringify(connection.target.schema)}`,
+      `no duetime tables in schema ${JSON.stringify(connection.target.schema)} (tried ${describeTarget(connection.target)})`,
+    );
   if (found < SCHEMA_VERSION)
     throw new BackendError(
       'open',

@@ -1,4 +1,11 @@
-import { type Backend, BackendError, createStore } from '@duetime/core';
+import {
+  type Backend,
+  BackendError,
+  BackendLifecycle,
+  createStore,
+  guardCursors,
+  guardLeases,
+} from '@duetime/core';
 import type pg from 'pg';
 import {
   type PostgresBackendOptions,
@@ -11,19 +18,20 @@ import { PostgresCursors } from './cursors.js';
 import { describeTarget } from './errors.js';
 import { PostgresLeases } from './leases.js';
 import { type MigrationResult, requireCurrentSchema, runMigrations } from './migrate.js';
-import { ChangeNotifier } from './notifications.js';
+import { ChangeNotifier, NOTIFY } from './notifications.js';
 import { PostgresStoreDriver } from './store.js';
 
 /**
  * Opens duetime on PostgreSQL: checks the connection, migrates the schema (or, with `migrate: false`,
- * checks that it is current), and returns the {@link Backend}. `tx.sql` inside `store.transact` is the
+ * checks that it exists and is current, creating and changing nothing), and returns the {@link Backend}. `tx.sql` inside `store.transact` is the
  * pg client running the transaction, so the application's own statements commit atomically with its
  * schedules.
  *
  * Fails fast, never hangs: a bad URL or option throws an InvalidArgumentError at once; an unreachable
  * server, wrong credentials, a missing database or a schema the user may not use reject with a
  * BackendError naming what was tried (host, port, database, schema, user; never the password) within
- * `connectionTimeoutMs`; a schema migrated by a newer release rejects with a NotSupportedError.
+ * `connectTimeoutMs`; a schema migrated by a newer release rejects with a NotSupportedError; with
+ * `migrate: false`, a schema or tables that do not exist reject with a NotFoundError.
  *
  * @example
  * const backend = await createPostgresBackend({ connectionString: process.env.DATABASE_URL! });
@@ -42,7 +50,7 @@ export async function createPostgresBackend(
   const config = resolveConfig(connection, options);
   const conn = openConnection(config);
   try {
-    await firstContact(conn, config.connectionTimeoutMs);
+    await firstContact(conn, config.connectTimeoutMs);
     if (config.migrate) await runMigrations(conn);
     else await requireCurrentSchema(conn);
   } catch (error) {
@@ -52,27 +60,27 @@ export async function createPostgresBackend(
   const notifier = new ChangeNotifier({
     schema: config.schema,
     createClient: config.listenClient,
-    send: (sql) => conn.query('announce schedule change', sql),
+    send: (channel, payload) =>
+      conn.query('announce schedule change', conn.prepared('notify', NOTIFY), [channel, payload]),
     logger: config.logger,
+    clock: config.clock,
   });
   const store = createStore(new PostgresStoreDriver(conn, notifier), {
     clock: config.clock,
     logger: config.logger,
   });
-  let closing: Promise<void> | undefined;
+  const lifecycle = new BackendLifecycle('postgres backend');
   return {
     name: 'postgres',
     store,
-    leases: new PostgresLeases(conn),
-    cursors: new PostgresCursors(conn),
+    leases: guardLeases(new PostgresLeases(conn), lifecycle),
+    cursors: guardCursors(new PostgresCursors(conn), lifecycle),
     capabilities: { multiProcess: true, durable: true, sql: true, exclusiveClaims: true },
-    close() {
-      closing ??= (async () => {
+    close: () =>
+      lifecycle.close(async () => {
         await store.close();
         await conn.close();
-      })();
-      return closing;
-    },
+      }),
   };
 }
 
@@ -83,12 +91,15 @@ export async function createPostgresBackend(
  */
 export async function migrate(
   connection: PostgresConnection,
-  options: Pick<PostgresBackendOptions, 'schema' | 'logger' | 'connectionTimeoutMs' | 'applicationName'> = {},
+  options: Pick<
+    PostgresBackendOptions,
+    'schema' | 'logger' | 'connectTimeoutMs' | 'connectionTimeoutMs' | 'applicationName'
+  > = {},
 ): Promise<MigrationResult> {
   const config = resolveConfig(connection, { ...options, poolSize: 1 });
   const conn = openConnection(config);
   try {
-    await firstContact(conn, config.connectionTimeoutMs);
+    await firstContact(conn, config.connectTimeoutMs);
     return await runMigrations(conn);
   } finally {
     await conn.close();
@@ -102,6 +113,7 @@ function openConnection(config: ResolvedConfig): Connection {
     target: config.target,
     secret: config.secret,
     logger: config.logger,
+    clock: config.clock,
     preparedStatements: config.preparedStatements,
   });
 }

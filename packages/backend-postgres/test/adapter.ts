@@ -32,7 +32,7 @@ export async function open(
   try {
     return await createPostgresBackend(
       { connectionString: PG_URL },
-      { schema: schemaFor(namespace), poolSize: 6, connectionTimeoutMs: 5_000, ...options },
+      { schema: schemaFor(namespace), poolSize: 6, connectTimeoutMs: 5_000, ...options },
     );
   } catch (error) {
     if ((error as { transient?: boolean }).transient)

@@ -1,7 +1,8 @@
-import { InvalidArgumentError } from '@duetime/core';
+import { InvalidArgumentError, type Logger } from '@duetime/core';
 import pg from 'pg';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { createPostgresBackend, migrate } from '../src/index.js';
+import { dropSchemas, PG_URL, schemaFor } from './adapter.js';
 
 /** The error a promise rejects with (fails the test when it resolves). */
 async function rejection(promise: Promise<unknown>): Promise<Error> {
@@ -16,8 +17,8 @@ async function rejection(promise: Promise<unknown>): Promise<Error> {
 describe('configuration errors', () => {
   it.each([
     ['not a url', /not a URL/],
-    ['mysql://u@h/db', /postgres:\/\//],
-    ['', /non-empty/],
+    ['mysql://u@h/db', /expected postgres: or postgresql:/],
+    ['', /must be a URL/],
     ['postgres:///nohost', /no host/],
     // WHATWG reads these, pg's own parser does not (found by the hostile-input suite).
     ['postgres://[::1]:5432/ ', /cannot be read by pg/],
@@ -46,8 +47,8 @@ describe('configuration errors', () => {
     [{ schema: 'semi;colon' }, 'options.schema'],
     [{ poolSize: 0 }, 'options.poolSize'],
     [{ poolSize: 2.5 }, 'options.poolSize'],
-    [{ connectionTimeoutMs: -1 }, 'options.connectionTimeoutMs'],
-    [{ connectionTimeoutMs: 2 ** 31 }, 'options.connectionTimeoutMs'],
+    [{ connectTimeoutMs: -1 }, 'options.connectTimeoutMs'],
+    [{ connectTimeoutMs: 2 ** 31 }, 'options.connectTimeoutMs'],
     [{ migrate: 'yes' }, 'options.migrate'],
     [{ applicationName: 'bad\nname' }, 'options.applicationName'],
     [{ clock: {} }, 'options.clock'],
@@ -76,5 +77,28 @@ describe('configuration errors', () => {
     await rejection(createPostgresBackend({ pool }, { schema: 'bad schema' }));
     expect(pool.ended).toBe(false);
     await pool.end();
+  });
+});
+
+describe('renamed options', () => {
+  afterAll(dropSchemas);
+
+  it('reads connectionTimeoutMs as connectTimeoutMs with a deprecation warning, and refuses both', async () => {
+    const warnings: string[] = [];
+    const logger: Logger = { debug() {}, info() {}, warn: (m) => warnings.push(m), error() {} };
+    const backend = await createPostgresBackend(
+      { connectionString: PG_URL },
+      { schema: schemaFor('renamed'), connectionTimeoutMs: 5000, logger },
+    );
+    await backend.close();
+    expect(warnings).toEqual([expect.stringContaining('options.connectionTimeoutMs is deprecated')]);
+    expect(warnings[0]).toContain('use options.connectTimeoutMs');
+    const error = await rejection(
+      createPostgresBackend(
+        { connectionString: 'postgres://127.0.0.1:1/none' },
+        { connectionTimeoutMs: 5, connectTimeoutMs: 5 },
+      ),
+    );
+    expect((error as InvalidArgumentError).field).toBe('options.connectionTimeoutMs');
   });
 });

@@ -101,21 +101,18 @@ describe('connection failures name what was tried and never hang', () => {
 
   it('a server that never answers: fails after the connection timeout', async () => {
     const error = await failure(
-      createPostgresBackend(
-        { connectionString: variant({ port: silentPort }) },
-        { connectionTimeoutMs: 300 },
-      ),
+      createPostgresBackend({ connectionString: variant({ port: silentPort }) }, { connectTimeoutMs: 300 }),
     );
     expect(error.transient).toBe(true);
     expect(error.message).toMatch(/connection timeout|no answer within/);
     expect(error.message).toContain(`:${silentPort}`);
   });
 
-  it('an application pool without a connection timeout still fails within connectionTimeoutMs', async () => {
+  it('an application pool without a connection timeout still fails within connectTimeoutMs', async () => {
     const pool = new pg.Pool({ connectionString: variant({ port: silentPort }) });
     pool.on('error', () => {});
     try {
-      const error = await failure(createPostgresBackend({ pool }, { connectionTimeoutMs: 300 }));
+      const error = await failure(createPostgresBackend({ pool }, { connectTimeoutMs: 300 }));
       expect(error.message).toContain('no answer within 300 ms');
       expect(pool.ended).toBe(false);
     } finally {

@@ -1,8 +1,16 @@
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { freshNamespace } from '@duetime/conformance';
-import { BackendError, NotSupportedError } from '@duetime/core';
+import { effects, freshNamespace, waitFor } from '@duetime/conformance';
+import {
+  BackendError,
+  Dispatcher,
+  interval,
+  NotFoundError,
+  NotSupportedError,
+  recurring,
+  UnrecoverableError,
+} from '@duetime/core';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -49,6 +57,21 @@ function runChild(name: string, startAt: number): Promise<MigrationResult> {
         : reject(new Error(`child exited ${code}: ${err}`)),
     );
   });
+}
+
+/** Builds `name` as this package's migrations up to `version` left it (what an older release created). */
+async function schemaAt(name: string, version: number): Promise<void> {
+  const s = `"${name}"`;
+  await admin.query(`CREATE SCHEMA ${s}`);
+  await admin.query(`CREATE TABLE ${s}.migrations (
+    id integer PRIMARY KEY,
+    name text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+  )`);
+  for (const m of migrations.slice(0, version)) {
+    await admin.query(m.sql.replaceAll(':SCHEMA', s));
+    await admin.query(`INSERT INTO ${s}.migrations (id, name) VALUES ($1, $2)`, [m.id, m.name]);
+  }
 }
 
 async function versions(name: string): Promise<number[]> {
@@ -107,11 +130,9 @@ describe('migrations', () => {
     }
   }, 60_000);
 
-  it('upgrades a schema left at an older version', async () => {
+  it('upgrades a schema left at version 1', async () => {
     const name = schema();
-    await migrate({ connectionString: url }, { schema: name });
-    await admin.query(`DROP TABLE "${name}".leases, "${name}".cursors`);
-    await admin.query(`DELETE FROM "${name}".migrations WHERE id = 2`);
+    await schemaAt(name, 1);
     expect(await migrate({ connectionString: url }, { schema: name })).toEqual({
       from: 1,
       to: SCHEMA_VERSION,
@@ -119,6 +140,86 @@ describe('migrations', () => {
     const backend = await createPostgresBackend({ connectionString: url }, { schema: name, migrate: false });
     expect(await backend.leases.acquire('k', 'o', 1000)).toEqual({ token: 1 });
     await backend.close();
+  });
+
+  it('upgrades a schema at version 2 holding rows: they keep their values and are still delivered', async () => {
+    const name = schema();
+    await schemaAt(name, 2);
+    const s = `"${name}"`;
+    const past = Date.now() - 60_000;
+    const later = Date.now() + 3_600_000;
+    // Rows as version 2 wrote them: two due schedules (one after a failed attempt), one later, an event.
+    await admin.query(`SELECT setval('${s}.schedule_versions', 10)`);
+    await admin.query(
+      `INSERT INTO ${s}.schedules (key, at, due_at, version, attempts, message, last_error) VALUES
+        ('old/due', to_timestamp($1 / 1000.0), to_timestamp($1 / 1000.0), 3, 0, '{"type":"old","aggregateId":"a1"}', NULL),
+        ('old/failed', to_timestamp($1 / 1000.0), to_timestamp($1 / 1000.0), 5, 2, '{"type":"old","aggregateId":"a2","data":{"n":1}}', 'Error: once'),
+        ('old/later', to_timestamp($2 / 1000.0), to_timestamp($2 / 1000.0), 7, 0, '{"type":"old","aggregateId":"a3"}', NULL)`,
+      [past, later],
+    );
+    await admin.query(
+      `INSERT INTO ${s}.events (aggregate_id, sequence, type, data, recorded_at) VALUES ('a1', 1, 'effect.applied', NULL, now())`,
+    );
+
+    expect(await migrate({ connectionString: url }, { schema: name })).toEqual({
+      from: 2,
+      to: SCHEMA_VERSION,
+    });
+    expect(await versions(name)).toEqual(migrations.map((m) => m.id));
+    const backend = await createPostgresBackend({ connectionString: url }, { schema: name, migrate: false });
+    try {
+      const failed = await backend.store.loadSchedule('old/failed');
+      expect(failed).toEqual({
+        key: 'old/failed',
+        at: new Date(past),
+        dueAt: new Date(past),
+        version: 5,
+        attempts: 2,
+        lastError: 'Error: once',
+        message: { type: 'old', aggregateId: 'a2', data: { n: 1 } },
+      });
+      expect(failed && 'recurrence' in failed).toBe(false);
+      expect((await backend.store.loadEvents('a1')).map((e) => e.sequence)).toEqual([1]);
+
+      const delivered: string[] = [];
+      const dispatcher = new Dispatcher({
+        store: backend.store,
+        rescanInterval: 100,
+        processor: async (tx, message, { schedule }) => {
+          if (schedule.key === 'old/failed') throw new UnrecoverableError('given up after the upgrade');
+          await tx.exec(effects, message.aggregateId!, (_s, ag) => ag.raise('effect.applied'));
+          delivered.push(schedule.key);
+        },
+      });
+      const stop = new AbortController();
+      const running = dispatcher.run(stop.signal);
+      try {
+        await waitFor(
+          'the due rows to be delivered',
+          () => dispatcher.snapshot().deadLettered === 1 && delivered.length === 1,
+        );
+      } finally {
+        stop.abort();
+        await running;
+      }
+      expect(delivered).toEqual(['old/due']);
+      expect((await backend.store.loadEvents('a1')).map((e) => e.sequence)).toEqual([1, 2]);
+      expect((await backend.store.listSchedules()).map((x) => x.key)).toEqual(['old/later']);
+      expect(await backend.store.loadDeadLetter('old/failed')).toMatchObject({
+        version: 5,
+        attempts: 3,
+        message: { type: 'old', aggregateId: 'a2', data: { n: 1 } },
+      });
+      // New schedules get versions after the old ones, and recurrences are stored.
+      await backend.store.transact((tx) =>
+        tx.schedule('new/every', recurring(interval(3_600_000)), { type: 'new' }),
+      );
+      const recurringSchedule = await backend.store.loadSchedule('new/every');
+      expect(recurringSchedule?.version).toBeGreaterThan(10);
+      expect(recurringSchedule?.recurrence).toBeDefined();
+    } finally {
+      await backend.close();
+    }
   });
 
   it('refuses a schema migrated by a newer version, whichever way it is opened', async () => {
@@ -143,7 +244,7 @@ describe('migrations', () => {
     expect(await versions(name)).toEqual([...migrations.map((m) => m.id), SCHEMA_VERSION + 1]);
   });
 
-  it('with migrate: false, refuses a schema that is not migrated and opens one that is', async () => {
+  it('with migrate: false, refuses a schema that is not there (creating nothing) and opens one that is', async () => {
     const name = schema();
     const error = await createPostgresBackend(
       { connectionString: url },
@@ -152,10 +253,20 @@ describe('migrations', () => {
       () => undefined,
       (e: unknown) => e,
     );
-    expect(error).toBeInstanceOf(BackendError);
-    expect((error as Error).message).toMatch(/at version 0.*run migrate\(\)/);
+    expect(error).toBeInstanceOf(NotFoundError);
+    expect((error as NotFoundError).code).toBe('DUETIME_NOT_FOUND');
+    expect((error as Error).message).toContain(`no duetime tables in schema "${name}"`);
     const exists = await admin.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [name]);
     expect(exists.rowCount).toBe(0);
+    // An empty schema of that name (made by someone else) is not duetime's either, and stays empty.
+    await admin.query(`CREATE SCHEMA "${name}"`);
+    await expect(
+      createPostgresBackend({ connectionString: url }, { schema: name, migrate: false }),
+    ).rejects.toBeInstanceOf(NotFoundError);
+    const tables = await admin.query('SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = $1', [
+      name,
+    ]);
+    expect(tables.rows[0].n).toBe(0);
     await migrate({ connectionString: url }, { schema: name });
     const backend = await createPostgresBackend({ connectionString: url }, { schema: name, migrate: false });
     expect(await backend.store.listSchedules()).toEqual([]);

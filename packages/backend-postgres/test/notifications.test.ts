@@ -42,7 +42,7 @@ describe('LISTEN/NOTIFY', () => {
       store: a.store,
       rescanInterval: 3_600_000,
       processor: async (_tx, message) => {
-        delivered.push(message.aggregateId);
+        delivered.push(message.aggregateId ?? message.type);
       },
     });
     const controller = new AbortController();

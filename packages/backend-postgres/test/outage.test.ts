@@ -45,7 +45,7 @@ describe('outage: the server terminates duetime’s connections again and again'
       rescanInterval: 200,
       retryDelay: 30,
       processor: async (tx, message, { schedule }) => {
-        await tx.exec(effects, message.aggregateId, (_s, ag) =>
+        await tx.exec(effects, message.aggregateId!, (_s, ag) =>
           ag.raise('effect.applied', { key: schedule.key, version: schedule.version }),
         );
       },

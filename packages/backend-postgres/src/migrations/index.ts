@@ -1,5 +1,6 @@
 import schedulesAndEvents from './0001-schedules-and-events.js';
 import leasesAndCursors from './0002-leases-and-cursors.js';
+import recurrenceAndDeadLetters from './0003-recurrence-and-dead-letters.js';
 
 /** One schema change. `sql` uses `:SCHEMA` where the quoted schema name goes. */
 export interface Migration {
@@ -12,7 +13,11 @@ export interface Migration {
  * Every migration, in order. Compiled into the package (no file is read at run time). Append only: a
  * released migration never changes; a new one gets the next number.
  */
-export const migrations: readonly Migration[] = [schedulesAndEvents, leasesAndCursors];
+export const migrations: readonly Migration[] = [
+  schedulesAndEvents,
+  leasesAndCursors,
+  recurrenceAndDeadLetters,
+];
 
 /** The schema version this package creates and understands. */
 export const SCHEMA_VERSION: number = migrations.length;
