@@ -1,7 +1,13 @@
-import { BackendError, InvalidArgumentError, type Logger, NotSupportedError } from '@duetime/core';
-import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import {
+  BackendError,
+  InvalidArgumentError,
+  type Logger,
+  NotSupportedError,
+  parseBackendUrl,
+} from '@duetime/core';
+import { type Cluster, Redis, type RedisOptions } from 'ioredis';
 import { mapRedisError } from './errors.js';
-import type { RedisClient } from './scripts.js';
+import { type RedisClient, within } from './scripts.js';
 
 /** A parsed, checked connection URL and how to show it without its password. */
 export interface RedisUrl {
@@ -12,26 +18,14 @@ export interface RedisUrl {
 
 /** Checks a `redis://` or `rediss://` URL early, so a typo is an InvalidArgumentError, not a hang. */
 export function parseRedisUrl(value: unknown, field = 'connection.url'): RedisUrl {
-  if (typeof value !== 'string' || value.length === 0)
-    throw new InvalidArgumentError(field, value, 'must be a redis:// or rediss:// URL string');
-  let parsed: URL;
-  try {
-    parsed = new URL(value);
-  } catch {
-    throw new InvalidArgumentError(
-      field,
-      redact(value),
-      'is not a URL (expected redis://[user:password@]host[:port][/db])',
-    );
-  }
-  const shown = redactUrl(parsed);
-  if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:')
-    throw new InvalidArgumentError(
-      field,
-      shown,
-      `has protocol ${parsed.protocol}; expected redis: or rediss:`,
-    );
-  if (parsed.hostname === '') throw new InvalidArgumentError(field, shown, 'has no host');
+  const { url: parsed, display } = parseBackendUrl(value, {
+    field,
+    schemes: ['redis:', 'rediss:'],
+    example: 'redis://[user:password@]host[:port][/db]',
+    // ioredis reads query parameters as client options: they are left to it.
+    params: 'any',
+  });
+  const shown = display.replace(/\/$/, '');
   try {
     // ioredis decodes them itself and would throw a URIError from inside the factory.
     decodeURIComponent(parsed.username);
@@ -42,23 +36,32 @@ export function parseRedisUrl(value: unknown, field = 'connection.url'): RedisUr
   const db = parsed.pathname.replace(/^\//, '');
   if (db !== '' && !/^\d+$/.test(db))
     throw new InvalidArgumentError(field, shown, `has database ${JSON.stringify(db)}; expected a number`);
-  return { url: value, display: shown };
+  return { url: value as string, display: shown };
 }
 
-function redactUrl(url: URL): string {
-  const copy = new URL(url.href);
-  if (copy.password !== '') copy.password = '***';
-  return copy.href.replace(/\/$/, '');
+/**
+ * Whether `value` is an ioredis `Redis` or `Cluster`. Judged by shape rather than `instanceof`, so a client
+ * from the application's own copy of ioredis is accepted too.
+ */
+export function isRedisClient(value: unknown): value is RedisClient {
+  const client = value as Partial<Redis> | null;
+  return (
+    typeof client === 'object' &&
+    client !== null &&
+    typeof client.evalsha === 'function' &&
+    typeof client.duplicate === 'function' &&
+    typeof client.options === 'object'
+  );
 }
 
-/** Best-effort redaction of something that is not even a URL: hide whatever sits between `:` and `@`. */
-function redact(text: string): string {
-  return text.replace(/:[^:@/]*@/, ':***@');
+/** Whether the client is a Redis Cluster (it lists its nodes). */
+export function isCluster(client: RedisClient): client is Cluster {
+  return typeof (client as Partial<Cluster>).nodes === 'function';
 }
 
 /** `host:port` of a client the application passed in, for messages. */
 export function describeClient(client: RedisClient): string {
-  if (client instanceof Cluster) {
+  if (isCluster(client)) {
     const nodes = client.nodes('all').map((n) => `${n.options.host}:${n.options.port}`);
     return `cluster ${nodes.join(',') || '(no nodes yet)'}`;
   }
@@ -67,8 +70,8 @@ export function describeClient(client: RedisClient): string {
 }
 
 export interface ConnectOptions {
-  connectTimeout: number;
-  commandTimeout: number;
+  connectTimeoutMs: number;
+  requestTimeoutMs: number;
   connectionName: string;
   redisOptions?: RedisOptions;
 }
@@ -82,8 +85,8 @@ export interface ConnectOptions {
 export async function connectUrl(url: RedisUrl, options: ConnectOptions): Promise<Redis> {
   const client = new Redis(url.url, {
     lazyConnect: true,
-    connectTimeout: options.connectTimeout,
-    commandTimeout: options.commandTimeout,
+    connectTimeout: options.connectTimeoutMs,
+    commandTimeout: options.requestTimeoutMs,
     maxRetriesPerRequest: 1,
     connectionName: options.connectionName,
     retryStrategy: (times) => Math.min(2000, 50 * 2 ** Math.min(times, 6)) + Math.floor(Math.random() * 50),
@@ -158,7 +161,7 @@ export async function checkServer(
  * Servers that forbid CONFIG (managed services) are not checked.
  */
 export async function adviseOnConfig(client: RedisClient, target: string, logger: Logger): Promise<void> {
-  if (client instanceof Cluster) return;
+  if (isCluster(client)) return;
   try {
     const policy = ((await client.config('GET', 'maxmemory-policy')) as string[])[1];
     if (policy !== undefined && policy !== 'noeviction')
@@ -171,5 +174,33 @@ export async function adviseOnConfig(client: RedisClient, target: string, logger
       });
   } catch {
     // CONFIG is disabled or not permitted for this user: nothing to advise.
+  }
+}
+
+/**
+ * Warns when a server (each master, on a cluster) has fewer replicas connected than `waitForReplicas` asks
+ * for: until more connect, every replicated write will fail after the WAIT timeout.
+ */
+export async function adviseOnReplicas(
+  client: RedisClient,
+  target: string,
+  replicas: number,
+  logger: Logger,
+): Promise<void> {
+  const nodes = isCluster(client) ? client.nodes('master') : [client];
+  for (const node of nodes) {
+    const info = await within(2000, node.info('replication')).catch(() => undefined);
+    if (info === undefined) continue; // an unreachable master: the cluster's own business
+    const connected = Number(/connected_slaves:(\d+)/.exec(info)?.[1] ?? 0);
+    if (connected < replicas)
+      logger.warn(
+        'redis has fewer replicas than waitForReplicas asks for: replicated writes will fail until more connect',
+        {
+          target,
+          node: `${node.options.host}:${node.options.port}`,
+          connected,
+          waitForReplicas: replicas,
+        },
+      );
   }
 }

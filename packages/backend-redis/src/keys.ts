@@ -29,9 +29,15 @@ export class KeySpace {
   readonly prefix: string;
   /** `{prefix}:`, the start of every key. */
   readonly base: string;
-  /** Hash: schedule key -> `version at dueAt attempts message-JSON`. */
+  /**
+   * Hash: schedule key -> `version at dueAt attempts [optional fields] message-JSON` (the recurrence of a
+   * recurring schedule, the error of the last failed attempt; see codec.ts).
+   */
   readonly schedules: string;
-  /** Sorted set of schedule keys scored by `dueAt` (what the dispatcher fetches). */
+  /**
+   * Sorted set of schedule keys scored by `dueAt` (what deliveries claim from), or by the claim's expiry
+   * while a delivery holds the schedule.
+   */
   readonly due: string;
   /** Sorted set of schedule keys scored by `at` (listing order). */
   readonly at: string;
@@ -43,8 +49,12 @@ export class KeySpace {
   readonly leaseToken: string;
   /** Pub/sub channel announcing commits that put schedules. */
   readonly channel: string;
-  /** Prefix of the claim keys, `claim:<schedule key>`. */
-  readonly claimBase: string;
+  /** Hash: schedule key -> the token of the delivery that claimed it. */
+  readonly claims: string;
+  /** Hash: schedule key -> its dead letter, as JSON. */
+  readonly dead: string;
+  /** Sorted set of dead-letter keys, every score 0: key order and literal prefix ranges (ZRANGEBYLEX). */
+  readonly deadIndex: string;
 
   constructor(prefix: string) {
     this.prefix = prefix;
@@ -56,17 +66,14 @@ export class KeySpace {
     this.version = `${this.base}version`;
     this.leaseToken = `${this.base}lease-token`;
     this.channel = `${this.base}changes`;
-    this.claimBase = `${this.base}claim:`;
+    this.claims = `${this.base}claims`;
+    this.dead = `${this.base}dead`;
+    this.deadIndex = `${this.base}dead-index`;
   }
 
   /** List of an aggregate's events, as JSON, in sequence order. */
   events(aggregateId: string): string {
     return `${this.base}events:${aggregateId}`;
-  }
-
-  /** A delivery's claim on a schedule (`SET NX PX`). */
-  claim(key: string): string {
-    return `${this.claimBase}${key}`;
   }
 
   lease(key: string): string {

@@ -1,21 +1,34 @@
 import { randomBytes } from 'node:crypto';
 import {
   type Backend,
+  BackendLifecycle,
+  booleanOption,
   type Clock,
   ClosedError,
   createStore,
-  duration,
+  durationOption,
+  guardCursors,
+  guardLeases,
   InvalidArgumentError,
   type Logger,
-  MAX_TIMER_MS,
-  silentLogger,
+  NotFoundError,
+  positiveInteger,
+  readFactoryOptions,
 } from '@duetime/core';
-import { Cluster, Redis, type RedisOptions } from 'ioredis';
-import { adviseOnConfig, checkServer, connectUrl, describeClient, parseRedisUrl } from './connection.js';
+import type { Redis, RedisOptions } from 'ioredis';
+import {
+  adviseOnConfig,
+  adviseOnReplicas,
+  checkServer,
+  connectUrl,
+  describeClient,
+  isRedisClient,
+  parseRedisUrl,
+} from './connection.js';
 import { mapRedisError } from './errors.js';
 import { KeySpace, storePrefix } from './keys.js';
 import { RedisCursors, RedisLeases } from './leases.js';
-import { type RedisClient, ScriptRunner } from './scripts.js';
+import { type RedisClient, type ReplicaWait, ScriptRunner } from './scripts.js';
 import { RedisStoreDriver } from './store.js';
 import { ChangeWatcher } from './watch.js';
 
@@ -32,26 +45,56 @@ export interface RedisBackendOptions {
   clock?: Clock;
   logger?: Logger;
   /** For clients created from a URL: how long to wait for the TCP connection, in ms (default 5,000). */
-  connectTimeout?: number;
+  connectTimeoutMs?: number;
   /** How long the first commands (version check, script loading) may take before the factory fails, in ms (default 10,000). */
-  startupTimeout?: number;
+  startupTimeoutMs?: number;
   /**
    * Delivery claims: a delivery claims its schedule (`SET NX PX`) so other dispatchers skip it meanwhile
    * (default on, with a 5,000 ms time to live renewed every third of it). `false` turns them off: then two
    * dispatchers may both run a processor and exactly one commits.
    */
-  claims?: boolean | { ttl?: number };
+  claims?: boolean | { ttlMs?: number /** @deprecated Renamed to `ttlMs`. */; ttl?: number };
   /**
    * Longest wait for one command, in ms (default 30,000). On clients created from a URL it is ioredis's
    * `commandTimeout`; on the application's client duetime enforces it around its own calls. A timed-out
-   * commit is retried safely (see `commitRetryWindow`).
+   * commit is retried safely (see `commitTimeoutMs`).
    */
-  commandTimeout?: number;
+  requestTimeoutMs?: number;
   /** How long a commit keeps retrying through a lost connection or a restarting server, in ms (default 15,000). */
-  commitRetryWindow?: number;
+  commitTimeoutMs?: number;
+  /**
+   * Open an existing store only (default true: any prefix can be used at once). With `false`, a prefix
+   * under which nothing was ever written (no schedule version counter, no lease token counter) is a
+   * `NotFoundError`. Opening never writes a key either way. For tools that only inspect.
+   */
+  migrate?: boolean;
   /** Extra ioredis options for clients created from a URL (TLS, timeouts). Ignored with `{ client }`. */
   redisOptions?: RedisOptions;
+  /**
+   * Replicated writes (off by default): after each commit, lease acquisition or renewal and cursor advance,
+   * `WAIT replicas timeout` on the same connection, so the call returns only once that many replicas hold
+   * the write, and a failover that promotes one of them loses nothing acknowledged. A write not confirmed
+   * in time fails with a transient `BackendError` (a commit retries within `commitTimeoutMs`, without
+   * applying twice). A number is the replica count with a 1,000 ms timeout. See the README, "Failover".
+   */
+  waitForReplicas?: number | { replicas: number; timeoutMs?: number };
+  /** @deprecated Renamed to {@link connectTimeoutMs}; the old name is removed in the next minor version. */
+  connectTimeout?: number;
+  /** @deprecated Renamed to {@link startupTimeoutMs}; the old name is removed in the next minor version. */
+  startupTimeout?: number;
+  /** @deprecated Renamed to {@link requestTimeoutMs}; the old name is removed in the next minor version. */
+  commandTimeout?: number;
+  /** @deprecated Renamed to {@link commitTimeoutMs}; the old name is removed in the next minor version. */
+  commitRetryWindow?: number;
 }
+
+/** Options renamed to one spelling across backends: the old names work, with a warning, until the next minor. */
+export const RENAMED_OPTIONS = {
+  connectTimeout: 'connectTimeoutMs',
+  startupTimeout: 'startupTimeoutMs',
+  commandTimeout: 'requestTimeoutMs',
+  commitRetryWindow: 'commitTimeoutMs',
+} as const;
 
 /**
  * Opens a duetime backend on Redis 7 or later: the transactional store, leases and cursors.
@@ -69,33 +112,31 @@ export interface RedisBackendOptions {
  */
 export async function createRedisBackend(
   connection: RedisConnection,
-  options: RedisBackendOptions = {},
+  given: RedisBackendOptions = {},
 ): Promise<Backend<undefined>> {
   if (typeof connection !== 'object' || connection === null)
     throw new InvalidArgumentError('connection', connection, 'must be { url } or { client }');
-  if (typeof options !== 'object' || options === null)
-    throw new InvalidArgumentError('options', options, 'must be an object');
+  const { options, clock, logger } = readFactoryOptions(given, {
+    factory: 'createRedisBackend',
+    renamed: RENAMED_OPTIONS,
+  });
   const prefix = storePrefix(options.prefix ?? 'duetime');
-  const connectTimeout = duration('options.connectTimeout', options.connectTimeout ?? 5000, {
-    max: MAX_TIMER_MS,
-  });
-  const startupTimeout = duration('options.startupTimeout', options.startupTimeout ?? 10_000, {
-    max: MAX_TIMER_MS,
-  });
-  const commitRetryWindow = duration('options.commitRetryWindow', options.commitRetryWindow ?? 15_000, {
+  const connectTimeoutMs = durationOption('options.connectTimeoutMs', options.connectTimeoutMs, 5000);
+  const startupTimeoutMs = durationOption('options.startupTimeoutMs', options.startupTimeoutMs, 10_000);
+  const commitTimeoutMs = durationOption('options.commitTimeoutMs', options.commitTimeoutMs, 15_000, {
     allowZero: true,
+    max: Number.POSITIVE_INFINITY,
   });
-  const commandTimeout = duration('options.commandTimeout', options.commandTimeout ?? 30_000, {
-    max: MAX_TIMER_MS,
-  });
-  const claimTtl = claimSetting(options.claims);
-  const logger = options.logger ?? silentLogger;
+  const requestTimeoutMs = durationOption('options.requestTimeoutMs', options.requestTimeoutMs, 30_000);
+  const claimTtl = claimSetting(options.claims, logger);
+  const migrate = booleanOption('options.migrate', options.migrate, true);
+  const replicaWait = replicaWaitSetting(options.waitForReplicas);
 
   let client: RedisClient;
   let owned: Redis | undefined;
   let target: string;
   if (connection.client !== undefined) {
-    if (!(connection.client instanceof Redis) && !(connection.client instanceof Cluster))
+    if (!isRedisClient(connection.client))
       throw new InvalidArgumentError(
         'connection.client',
         connection.client,
@@ -122,8 +163,8 @@ export async function createRedisBackend(
       );
     target = url.display;
     owned = await connectUrl(url, {
-      connectTimeout,
-      commandTimeout,
+      connectTimeoutMs,
+      requestTimeoutMs,
       connectionName: `duetime:${prefix}`,
       ...(options.redisOptions ? { redisOptions: options.redisOptions } : {}),
     });
@@ -131,22 +172,27 @@ export async function createRedisBackend(
     client = owned;
   }
 
-  const runner = new ScriptRunner(client, owned ? undefined : commandTimeout);
+  const keys = new KeySpace(prefix);
+  const runner = new ScriptRunner(client, owned ? undefined : requestTimeoutMs, replicaWait);
   try {
-    await checkServer(client, target, startupTimeout, async () => {
+    await checkServer(client, target, startupTimeoutMs, async () => {
       await runner.load();
       await adviseOnConfig(client, target, logger);
+      if (replicaWait) await adviseOnReplicas(client, target, replicaWait.replicas, logger);
+      if (!migrate) await requireExistingStore(runner, keys, target);
     });
   } catch (error) {
     owned?.disconnect();
     throw error;
   }
 
-  const keys = new KeySpace(prefix);
   const senderId = randomBytes(8).toString('base64url');
-  let closed = false;
+  const lifecycle = new BackendLifecycle(`redis backend (prefix ${prefix})`);
+  // The store's parts keep working until the store has closed (closing drains them); leases and cursors
+  // are refused from the moment close() is called (guardLeases, guardCursors).
+  let storeClosed = false;
   const check = () => {
-    if (closed) throw new ClosedError(`redis backend (prefix ${prefix})`);
+    if (storeClosed) throw new ClosedError(lifecycle.what);
   };
   const watcher = new ChangeWatcher({
     client,
@@ -163,23 +209,22 @@ export async function createRedisBackend(
     senderId,
     watcher,
     claimTtl,
-    commitRetryWindow,
-    markerTtl: Math.max(60_000, 4 * commitRetryWindow),
+    commitRetryWindow: commitTimeoutMs,
+    markerTtl: Math.max(60_000, 4 * commitTimeoutMs),
     check,
   });
-  const store = createStore(driver, { ...(options.clock ? { clock: options.clock } : {}), logger });
+  const store = createStore(driver, { clock, logger });
   const context = { keys, runner, target, check };
-  let closing: Promise<void> | undefined;
   return {
     name: 'redis',
     store,
-    leases: new RedisLeases(context),
-    cursors: new RedisCursors(context),
+    leases: guardLeases(new RedisLeases(context), lifecycle),
+    cursors: guardCursors(new RedisCursors(context), lifecycle),
     capabilities: { multiProcess: true, durable: true, sql: false, exclusiveClaims: claimTtl !== undefined },
-    close() {
-      closing ??= (async () => {
+    close: () =>
+      lifecycle.close(async () => {
         await store.close();
-        closed = true;
+        storeClosed = true;
         if (owned) {
           await owned.quit().catch((error: unknown) => {
             logger.debug('redis quit failed; disconnecting', {
@@ -188,16 +233,61 @@ export async function createRedisBackend(
           });
           owned.disconnect();
         }
-      })();
-      return closing;
-    },
+      }),
   };
 }
 
-function claimSetting(claims: RedisBackendOptions['claims']): number | undefined {
+/**
+ * With `migrate: false`: a store is there when its schedule version counter or its lease token counter
+ * exists (both only grow and are never deleted). Reads only.
+ */
+async function requireExistingStore(runner: ScriptRunner, keys: KeySpace, target: string): Promise<void> {
+  const found = await runner.call((c) => c.exists(keys.version, keys.leaseToken));
+  if (found === 0)
+    throw new NotFoundError(
+      `redis store ${keys.prefix}`,
+      `no duetime store with the prefix ${JSON.stringify(keys.prefix)} on redis ${target}`,
+    );
+}
+
+function claimSetting(claims: RedisBackendOptions['claims'], logger: Logger): number | undefined {
   if (claims === undefined || claims === true) return 5000;
   if (claims === false) return undefined;
-  if (typeof claims !== 'object' || claims === null)
-    throw new InvalidArgumentError('options.claims', claims, 'must be a boolean or { ttl }');
-  return duration('options.claims.ttl', claims.ttl ?? 5000, { max: MAX_TIMER_MS });
+  if (typeof claims !== 'object' || claims === null || Array.isArray(claims))
+    throw new InvalidArgumentError('options.claims', claims, 'must be a boolean or { ttlMs }');
+  let ttlMs = claims.ttlMs;
+  if (claims.ttl !== undefined) {
+    if (ttlMs !== undefined)
+      throw new InvalidArgumentError(
+        'options.claims.ttl',
+        claims.ttl,
+        'is the old name of options.claims.ttlMs; give only ttlMs',
+      );
+    logger.warn(
+      'createRedisBackend: options.claims.ttl is deprecated and will be removed in the next minor version; use options.claims.ttlMs',
+      { option: 'claims.ttl', replacement: 'claims.ttlMs' },
+    );
+    ttlMs = claims.ttl;
+  }
+  return durationOption(
+    claims.ttl !== undefined && claims.ttlMs === undefined ? 'options.claims.ttl' : 'options.claims.ttlMs',
+    ttlMs,
+    5000,
+  );
+}
+
+function replicaWaitSetting(setting: RedisBackendOptions['waitForReplicas']): ReplicaWait | undefined {
+  if (setting === undefined) return undefined;
+  if (typeof setting === 'number')
+    return { replicas: positiveInteger('options.waitForReplicas', setting), timeoutMs: 1000 };
+  if (typeof setting !== 'object' || setting === null)
+    throw new InvalidArgumentError(
+      'options.waitForReplicas',
+      setting,
+      'must be a replica count or { replicas, timeoutMs }',
+    );
+  return {
+    replicas: positiveInteger('options.waitForReplicas.replicas', setting.replicas),
+    timeoutMs: Math.ceil(durationOption('options.waitForReplicas.timeoutMs', setting.timeoutMs, 1000)),
+  };
 }

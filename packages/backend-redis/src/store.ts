@@ -1,19 +1,19 @@
-import { randomBytes } from 'node:crypto';
 import {
-  BackendError,
-  ConflictError,
+  type BufferedReads,
   createBufferedTransaction,
+  type DeadLetterRecord,
+  type DeliveryTransaction,
+  type DriverDeadLetterQuery,
   type DriverScheduleQuery,
   type DriverTransaction,
   type Event,
-  isTransient,
   type Logger,
   type Schedule,
   type StoreDriver,
-  type StoreOp,
 } from '@duetime/core';
-import { ClaimingTransaction, type ClaimOutcome } from './claims.js';
-import { decodeEvent, decodeSchedule, decodeSchedulePairs, encodeEvent, encodeMessage } from './codec.js';
+import { decodeDeadLetter, decodeEvent, decodeSchedule, decodeSchedulePairs } from './codec.js';
+import { Committer } from './commit.js';
+import { Deliveries } from './delivery.js';
 import { mapRedisError } from './errors.js';
 import type { KeySpace } from './keys.js';
 import type { ScriptRunner } from './scripts.js';
@@ -23,10 +23,6 @@ import type { ChangeWatcher } from './watch.js';
 const LIST_BUDGET = 4096;
 /** Up to this many keys under a prefix are sorted directly from the key index. */
 const LIST_SORT_LIMIT = 2000;
-/** Claimed entries `due` skips at most beyond its limit. */
-const DUE_EXTRA = 1024;
-/** Entries `next-due` examines at most. */
-const NEXT_DUE_BUDGET = 256;
 
 export interface StoreSettings {
   runner: ScriptRunner;
@@ -34,7 +30,7 @@ export interface StoreSettings {
   /** `host:port` for messages. */
   target: string;
   logger: Logger;
-  /** Identifies this instance in change notifications (to skip its own) and claim values. */
+  /** Identifies this instance in change notifications (to skip its own), commit ids and claim tokens. */
   senderId: string;
   watcher: ChangeWatcher;
   /** Claim time to live in ms, or undefined when claims are off. */
@@ -48,37 +44,46 @@ export interface StoreSettings {
 }
 
 /**
- * The store driver: buffered transactions whose operations one Lua script (`commit`) applies atomically,
- * reads straight from the hash and sorted sets, and remote change notifications over pub/sub.
+ * The store driver: buffered transactions and deliveries whose operations one Lua script (`commit`)
+ * applies atomically, deliveries that claim a page of due schedules with one script call (`deliver`),
+ * reads straight from the hashes and sorted sets (schedules, dead letters), and remote change
+ * notifications over pub/sub.
  */
 export class RedisStoreDriver implements StoreDriver<undefined> {
   readonly #s: StoreSettings;
-  readonly #open = new Set<ClaimingTransaction>();
-  #claimCounter = 0;
+  readonly #committer: Committer;
+  readonly #deliveries: Deliveries;
+  readonly #reads: BufferedReads = {
+    loadEvents: (id) => this.loadEvents(id),
+    loadSchedule: (key) => this.loadSchedule(key),
+    listSchedules: (query) => this.listSchedules(query),
+    loadDeadLetter: (key) => this.loadDeadLetter(key),
+  };
 
   constructor(settings: StoreSettings) {
     this.#s = settings;
+    this.#committer = new Committer(settings);
+    this.#deliveries = new Deliveries({
+      ...settings,
+      committer: this.#committer,
+      reads: this.#reads,
+    });
   }
 
   async begin(): Promise<DriverTransaction<undefined>> {
     this.#s.check();
-    const reads = {
-      loadEvents: (id: string) => this.loadEvents(id),
-      loadSchedule: (key: string) => this.loadSchedule(key),
-      listSchedules: (query: DriverScheduleQuery) => this.listSchedules(query),
-    };
-    if (this.#s.claimTtl === undefined)
-      return createBufferedTransaction({ reads, commit: (ops) => this.commit(ops) });
-    const tx: ClaimingTransaction = new ClaimingTransaction({
-      driver: this,
-      reads,
-      claimValue: `${this.#s.senderId}:${++this.#claimCounter}`,
-      claimTtl: this.#s.claimTtl,
-      logger: this.#s.logger,
-      onEnd: () => this.#open.delete(tx),
+    return createBufferedTransaction({
+      reads: this.#reads,
+      commit: (ops) => this.#committer.transaction(ops),
     });
-    this.#open.add(tx);
-    return tx;
+  }
+
+  /**
+   * Claims up to `limit` due schedules with one `deliver` script call (see {@link Deliveries}); the
+   * delivery commits every group with one `commit` script call.
+   */
+  deliver(now: Date, limit: number): Promise<DeliveryTransaction<undefined>> {
+    return this.#deliveries.open(now, limit);
   }
 
   async loadEvents(aggregateId: string): Promise<Event[]> {
@@ -133,37 +138,41 @@ export class RedisStoreDriver implements StoreDriver<undefined> {
       'fetch due schedules',
       'due',
       [keys.due, keys.schedules],
-      [String(now.getTime()), limit, keys.claimBase, limit + DUE_EXTRA],
+      [now.getTime(), limit],
     )) as unknown[];
     return decodeSchedulePairs(reply, keys.schedules);
   }
 
+  /** The earliest due score: a schedule's dueAt, or the expiry of a claim an open delivery holds. */
   async nextDueAt(): Promise<Date | undefined> {
     this.#s.check();
-    const { keys } = this.#s;
-    const score = await this.#script(
-      'read the next due time',
-      'next-due',
-      [keys.due],
-      [keys.claimBase, NEXT_DUE_BUDGET],
-    );
+    const score = await this.#script('read the next due time', 'next-due', [this.#s.keys.due], []);
     return score === null ? undefined : new Date(Number(score));
   }
 
-  async recordFailure(
-    key: string,
-    version: number,
-    failure: { attempts: number; dueAt: Date; error: string },
-  ): Promise<boolean> {
+  async loadDeadLetter(key: string): Promise<DeadLetterRecord | undefined> {
+    this.#s.check();
+    const { dead } = this.#s.keys;
+    const value = await this.#read(`load dead letter ${JSON.stringify(key)}`, dead, () =>
+      this.#s.runner.call((c) => c.hget(dead, key)),
+    );
+    return value === null ? undefined : decodeDeadLetter(key, value, dead);
+  }
+
+  /** One `dead-list` script call: a ZRANGE BYLEX page of the dead-letter index and the records with it. */
+  async listDeadLetters(query: DriverDeadLetterQuery): Promise<DeadLetterRecord[]> {
     this.#s.check();
     const { keys } = this.#s;
-    const recorded = await this.#script(
-      `record a failed delivery of ${JSON.stringify(key)}`,
-      'record-failure',
-      [keys.schedules, keys.due],
-      [key, String(version), String(failure.attempts), String(failure.dueAt.getTime())],
-    );
-    return recorded === 1;
+    const reply = (await this.#script(
+      'list dead letters',
+      'dead-list',
+      [keys.dead, keys.deadIndex],
+      [query.prefix ?? '', query.after ?? '', query.limit],
+    )) as unknown[];
+    const out: DeadLetterRecord[] = [];
+    for (let i = 0; i + 1 < reply.length; i += 2)
+      out.push(decodeDeadLetter(String(reply[i]), reply[i + 1], keys.dead));
+    return out;
   }
 
   watch(onChange: (change: { earliest?: Date }) => void): () => void {
@@ -171,101 +180,8 @@ export class RedisStoreDriver implements StoreDriver<undefined> {
   }
 
   async close(): Promise<void> {
-    for (const tx of [...this.#open]) tx.abandon();
-    this.#open.clear();
+    this.#deliveries.close();
     this.#s.watcher.close();
-  }
-
-  /**
-   * Applies a transaction's operations with one `commit` script call. Each commit carries a random id; the
-   * script records it (a marker key that expires after `markerTtl`) when it applies the operations, so
-   * when a reply is lost to a dropped connection and the call is sent again (by this retry loop, or by
-   * ioredis resending unanswered commands after reconnecting), the second run sees the marker and applies
-   * nothing. Transient failures are retried with backoff for `commitRetryWindow`.
-   */
-  async commit(ops: StoreOp[], claims?: { value: string; keys: ReadonlySet<string> }): Promise<void> {
-    this.#s.check();
-    const { keys } = this.#s;
-    const commitId = randomBytes(12).toString('base64url');
-    const scriptKeys = [keys.schedules, keys.due, keys.at, keys.index, keys.version, keys.marker(commitId)];
-    const indexOf = (key: string) => {
-      const found = scriptKeys.indexOf(key, 6);
-      if (found >= 0) return found + 1;
-      scriptKeys.push(key);
-      return scriptKeys.length;
-    };
-    const args: (string | number)[] = [this.#s.markerTtl, keys.channel, this.#s.senderId];
-    for (const op of ops) {
-      switch (op.op) {
-        case 'append':
-          args.push(
-            'append',
-            indexOf(keys.events(op.aggregateId)),
-            op.aggregateId,
-            op.expectedSequence,
-            op.events.length,
-            ...op.events.map(encodeEvent),
-          );
-          break;
-        case 'put':
-          args.push('put', op.key, String(op.at.getTime()), encodeMessage(op.message));
-          break;
-        case 'delete':
-          args.push('delete', op.key);
-          break;
-        case 'deletePrefix':
-          args.push('prefix', op.prefix);
-          break;
-        case 'consume': {
-          const claimed = claims?.keys.has(op.key) === true;
-          args.push(
-            'consume',
-            op.key,
-            String(op.version),
-            claimed ? indexOf(keys.claim(op.key)) : 0,
-            claimed ? claims!.value : '',
-          );
-          break;
-        }
-      }
-    }
-    const reply = (await this.#withRetry('commit', () => this.#s.runner.run('commit', scriptKeys, args))) as [
-      string,
-      string?,
-      string?,
-    ];
-    if (reply[0] === 'ok') return;
-    if (reply[0] === 'duplicate') {
-      this.#s.logger.debug('redis commit was already applied; a resend was recognised', { commitId });
-      return;
-    }
-    if (reply[0] === 'conflict' && (reply[1] === 'aggregate' || reply[1] === 'schedule'))
-      throw new ConflictError(reply[1], String(reply[2]));
-    throw new BackendError('commit', `unexpected reply from the commit script: ${JSON.stringify(reply)}`);
-  }
-
-  /** Claims `key` at `version` for a delivery (see {@link ClaimingTransaction}). */
-  async claim(key: string, version: number, value: string, ttlMs: number): Promise<ClaimOutcome> {
-    this.#s.check();
-    const { keys } = this.#s;
-    const reply = (await this.#script(
-      `claim schedule ${JSON.stringify(key)}`,
-      'claim',
-      [keys.schedules, keys.claim(key)],
-      [key, String(version), value, ttlMs],
-    )) as [number, string?];
-    if (reply[0] === 1) return { claimed: decodeSchedule(key, reply[1], keys.schedules) };
-    return reply[0] === 0 ? 'stale' : 'taken';
-  }
-
-  async renewClaims(scheduleKeys: readonly string[], value: string, ttlMs: number): Promise<number> {
-    const claimKeys = scheduleKeys.map((k) => this.#s.keys.claim(k));
-    return Number(await this.#script('renew claims', 'claim-renew', claimKeys, [value, ttlMs]));
-  }
-
-  async releaseClaims(scheduleKeys: readonly string[], value: string): Promise<void> {
-    const claimKeys = scheduleKeys.map((k) => this.#s.keys.claim(k));
-    await this.#script('release claims', 'claim-release', claimKeys, [value]);
   }
 
   async #read<T>(operation: string, key: string, call: () => Promise<T>): Promise<T> {
@@ -286,33 +202,6 @@ export class RedisStoreDriver implements StoreDriver<undefined> {
       return await this.#s.runner.run(name, keys, args);
     } catch (error) {
       throw mapRedisError(error, operation, this.#s.target);
-    }
-  }
-
-  async #withRetry<T>(operation: string, call: () => Promise<T>): Promise<T> {
-    const started = Date.now();
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await call();
-      } catch (error) {
-        const mapped = mapRedisError(error, operation, this.#s.target);
-        const elapsed = Date.now() - started;
-        const delay = Math.min(1000, 25 * 2 ** attempt) * (0.5 + Math.random() / 2);
-        if (!isTransient(mapped)) throw mapped;
-        if (elapsed + delay > this.#s.commitRetryWindow)
-          throw new BackendError(
-            operation,
-            `gave up after ${attempt} attempts in ${elapsed} ms (${mapped.message}); the commit was not confirmed: if an attempt reached the server it applied once, otherwise not at all`,
-            { cause: mapped, transient: true },
-          );
-        this.#s.logger.warn('redis commit failed; retrying', {
-          attempt,
-          retryInMs: Math.round(delay),
-          error: mapped,
-        });
-        await new Promise((resolve) => setTimeout(resolve, delay));
-        this.#s.check();
-      }
     }
   }
 }

@@ -51,10 +51,15 @@ export class ChangeWatcher {
   #subscribe(): void {
     // The subscriber waits for the server as long as it takes (no per-command retry limit): it is a
     // background channel, and the dispatcher's rescan covers the time it is down.
+    // A cluster's duplicate takes `redisOptions` whole: keep the application's (password, TLS, name).
     const subscriber =
       this.#client instanceof Cluster
         ? this.#client.duplicate(undefined, {
-            redisOptions: { maxRetriesPerRequest: null, enableOfflineQueue: true },
+            redisOptions: {
+              ...this.#client.options.redisOptions,
+              maxRetriesPerRequest: null,
+              enableOfflineQueue: true,
+            },
           })
         : this.#client.duplicate({
             maxRetriesPerRequest: null,

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { BackendError, InvalidArgumentError } from '@duetime/core';
+import { BackendError, InvalidArgumentError, type Logger, NotFoundError } from '@duetime/core';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { createRedisBackend } from '../src/index.js';
@@ -57,16 +57,21 @@ describe('configuration errors', () => {
     [{ prefix: 'has space' }, 'options.prefix'],
     [{ prefix: 'x'.repeat(65) }, 'options.prefix'],
     [{ prefix: 7 }, 'options.prefix'],
-    [{ connectTimeout: -1 }, 'options.connectTimeout'],
-    [{ startupTimeout: Number.NaN }, 'options.startupTimeout'],
-    [{ claims: { ttl: 0 } }, 'options.claims.ttl'],
+    [{ connectTimeoutMs: -1 }, 'options.connectTimeoutMs'],
+    [{ startupTimeoutMs: Number.NaN }, 'options.startupTimeoutMs'],
+    [{ claims: { ttlMs: 0 } }, 'options.claims.ttlMs'],
     [{ claims: 'yes' }, 'options.claims'],
-    [{ commitRetryWindow: -5 }, 'options.commitRetryWindow'],
+    [{ commitTimeoutMs: -5 }, 'options.commitTimeoutMs'],
+    [{ migrate: 'no' }, 'options.migrate'],
     // Longer than a Node.js timer keeps: it would fire after 1 ms.
-    [{ connectTimeout: 2 ** 31 }, 'options.connectTimeout'],
-    [{ startupTimeout: 2 ** 31 }, 'options.startupTimeout'],
-    [{ commandTimeout: 2 ** 31 }, 'options.commandTimeout'],
-    [{ claims: { ttl: 2 ** 31 } }, 'options.claims.ttl'],
+    [{ connectTimeoutMs: 2 ** 31 }, 'options.connectTimeoutMs'],
+    [{ startupTimeoutMs: 2 ** 31 }, 'options.startupTimeoutMs'],
+    [{ requestTimeoutMs: 2 ** 31 }, 'options.requestTimeoutMs'],
+    [{ claims: { ttlMs: 2 ** 31 } }, 'options.claims.ttlMs'],
+    // The old names are still checked, under the name given.
+    [{ connectTimeout: -1 }, 'options.connectTimeoutMs'],
+    [{ claims: { ttl: 0 } }, 'options.claims.ttl'],
+    [{ connectTimeout: 1, connectTimeoutMs: 1 }, 'options.connectTimeout'],
   ])('rejects options %j naming %s', async (options, field) => {
     const error = await createRedisBackend({ url: redisUrl }, options as never).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InvalidArgumentError);
@@ -160,7 +165,7 @@ describe('unreachable or refusing servers', () => {
     const appClient = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: null });
     appClient.on('error', () => {});
     try {
-      const error = (await createRedisBackend({ client: appClient }, { startupTimeout: 500 }).catch(
+      const error = (await createRedisBackend({ client: appClient }, { startupTimeoutMs: 500 }).catch(
         (e) => e,
       )) as BackendError;
       expect(error).toBeInstanceOf(BackendError);
@@ -200,5 +205,48 @@ describe('the application’s own client', () => {
     await waitFor('both connections', async () => (await duetimeClientIds(fx.admin, prefix)).length === 2);
     await backend.close();
     await waitFor('no connections', async () => (await duetimeClientIds(fx.admin, prefix)).length === 0);
+  });
+});
+
+describe('migrate: false and renamed options', () => {
+  it('refuses a prefix nothing was written under, writing no key, and opens one in use', async () => {
+    const prefix = fx.prefix();
+    const error = await fx.open(prefix, { migrate: false }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(NotFoundError);
+    expect((error as Error).message).toContain(`no duetime store with the prefix "${prefix}"`);
+    expect(await fx.admin.keys(`{${prefix}}:*`)).toEqual([]);
+    const writer = await fx.open(prefix);
+    await writer.store.transact((tx) => tx.schedule('k/1', new Date('2030-01-01T00:00:00Z'), message('1')));
+    const reader = await fx.open(prefix, { migrate: false });
+    expect((await reader.store.listSchedules()).map((s) => s.key)).toEqual(['k/1']);
+    // A store used only for leases (a calendar scheduler) is found too.
+    const leasesOnly = fx.prefix();
+    const scheduler = await fx.open(leasesOnly);
+    await scheduler.leases.acquire('group', 'me', 10_000);
+    await expect(fx.open(leasesOnly, { migrate: false })).resolves.toBeDefined();
+  });
+
+  it('reads the old option names with one deprecation warning each', async () => {
+    const warnings: string[] = [];
+    const logger: Logger = { debug() {}, info() {}, warn: (m) => warnings.push(m), error() {} };
+    await fx.open(fx.prefix(), {
+      logger,
+      connectTimeout: 3000,
+      startupTimeout: 5000,
+      commandTimeout: 5000,
+      commitRetryWindow: 1000,
+      claims: { ttl: 2000 },
+    });
+    const deprecated = warnings.filter((w) => w.includes('is deprecated'));
+    expect(deprecated.map((w) => /options\.(\S+) is deprecated/.exec(w)?.[1])).toEqual([
+      'connectTimeout',
+      'startupTimeout',
+      'commandTimeout',
+      'commitRetryWindow',
+      'claims.ttl',
+    ]);
+    expect(deprecated.find((w) => w.includes('options.commandTimeout'))).toContain(
+      'options.requestTimeoutMs',
+    );
   });
 });

@@ -24,9 +24,32 @@ describe('keys of the wrong type under the prefix', () => {
     await expectCorrupt(store.transact((tx) => tx.schedule('a', new Date(Date.now() + HOUR), message('a'))));
     await expectCorrupt(store.listSchedules());
     await expectCorrupt(store.driver.dueSchedules(new Date(), 10));
-    await expectCorrupt(store.driver.recordFailure('a', 1, { attempts: 1, dueAt: new Date(), error: 'x' }));
+    await expectCorrupt(store.driver.deliver(new Date(), 10));
     expect(await fx.admin.get(k.schedules)).toBe('not a hash');
     expect(await fx.admin.exists(k.version, k.due, k.at, k.index)).toBe(0);
+  });
+
+  it('names a version counter that is not a non-negative integer, writing nothing and leaving it as it was', async () => {
+    const prefix = fx.prefix();
+    const { store } = await fx.open(prefix);
+    const k = fx.keys(prefix);
+    const put = () => store.transact((tx) => tx.schedule('a', new Date(Date.now() + HOUR), message('a')));
+    for (const [write, expected] of [
+      [() => fx.admin.set(k.version, 'seven'), 'seven'],
+      [() => fx.admin.set(k.version, '-3'), '-3'],
+      [() => fx.admin.del(k.version).then(() => fx.admin.lpush(k.version, 'x')), undefined],
+    ] as const) {
+      await write();
+      const error = await put().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(CorruptDataError);
+      expect((error as Error).message).toContain(k.version);
+      if (expected !== undefined) expect(await fx.admin.get(k.version)).toBe(expected);
+      else expect(await fx.admin.lrange(k.version, 0, -1)).toEqual(['x']);
+      expect(await fx.admin.exists(k.schedules, k.due, k.at, k.index)).toBe(0);
+      await fx.admin.del(k.version);
+    }
+    await put();
+    expect((await store.loadSchedule('a'))?.version).toBe(1);
   });
 
   it('names the due index, an event list, a lease and a cursor of the wrong type', async () => {
@@ -73,9 +96,25 @@ describe('keys of the wrong type under the prefix', () => {
     const k = fx.keys(prefix);
     await fx.admin.hset(k.schedules, 'weird', 'hello');
     await expect(store.loadSchedule('weird')).rejects.toThrow(/field "weird"/);
-    await expect(
-      store.driver.recordFailure('weird', 1, { attempts: 1, dueAt: new Date(), error: 'x' }),
-    ).rejects.toThrow('weird');
+    await fx.admin.zadd(k.due, Date.now() - 1000, 'weird');
+    await expect(store.driver.deliver(new Date(), 10)).rejects.toThrow('weird');
+    // Nothing was claimed: the entry is due as it was.
+    expect(Number(await fx.admin.zscore(k.due, 'weird'))).toBeLessThan(Date.now());
+    expect(await fx.admin.exists(k.claims)).toBe(0);
     expect(await fx.admin.hget(k.schedules, 'weird')).toBe('hello');
+  });
+
+  it('puts a claimed page back when a message in it is not duetime’s', async () => {
+    const prefix = fx.prefix();
+    const { store } = await fx.open(prefix);
+    const k = fx.keys(prefix);
+    const due = Date.now() - 1000;
+    await store.transact((tx) => tx.schedule('fine', new Date(due - 1), message('f')));
+    await fx.admin.hset(k.schedules, 'bad-json', `99 ${due} ${due} 0 {not json`);
+    await fx.admin.zadd(k.due, due, 'bad-json');
+    await expect(store.driver.deliver(new Date(), 10)).rejects.toThrow(/field "bad-json"/);
+    expect(await fx.admin.exists(k.claims)).toBe(0);
+    expect(Number(await fx.admin.zscore(k.due, 'bad-json'))).toBe(due);
+    expect(Number(await fx.admin.zscore(k.due, 'fine'))).toBe(due - 1);
   });
 });

@@ -47,7 +47,8 @@ export function redisFixture() {
   };
 }
 
-export function message(aggregateId: string, data?: unknown): Message {
+/** A message about the aggregate `aggregateId` (so it can also make an event: `{ ...message(id), sequence, timestamp }`). */
+export function message(aggregateId: string, data?: unknown): Message & { aggregateId: string } {
   return data === undefined ? { type: 'test.fired', aggregateId } : { type: 'test.fired', aggregateId, data };
 }
 

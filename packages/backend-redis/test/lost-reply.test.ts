@@ -41,7 +41,7 @@ describe('a commit whose reply is lost', () => {
       const backend = fx.closeLater(
         await createRedisBackend(
           { url },
-          { prefix, logger, commandTimeout: 1000, redisOptions: { autoResendUnfulfilledCommands: resend } },
+          { prefix, logger, requestTimeoutMs: 1000, redisOptions: { autoResendUnfulfilledCommands: resend } },
         ),
       );
       proxy.dropReplyTo(luaScripts.commit.sha);

@@ -42,7 +42,7 @@ describe('embedded Lua commands', () => {
       store: backend.store,
       rescanInterval: 50,
       processor: async (_tx, m) => {
-        delivered.push(m.aggregateId);
+        delivered.push(m.aggregateId!);
       },
     });
     const controller = new AbortController();
@@ -61,7 +61,7 @@ describe('embedded Lua commands', () => {
       expect(await backend.store.listSchedules()).toEqual([]);
       expect([...delivered].sort()).toEqual(['r0', 'r1', 'r2', 'r3', 'r4']);
       // The scripts are cached again: EVALSHA works without a fallback.
-      expect(await fx.admin.script('EXISTS', luaScripts.commit.sha, luaScripts.due.sha)).toEqual([1, 1]);
+      expect(await fx.admin.script('EXISTS', luaScripts.commit.sha, luaScripts.deliver.sha)).toEqual([1, 1]);
     } finally {
       controller.abort();
       await done;

@@ -49,20 +49,11 @@ describe('due index', () => {
     await store.transact((tx) => tx.schedule('retry/me', new Date(at), message('r')));
     const { version } = (await store.loadSchedule('retry/me'))!;
     const later = Date.now() + HOUR;
-    expect(
-      await store.driver.recordFailure('retry/me', version, {
-        attempts: 3,
-        dueAt: new Date(later),
-        error: 'x',
-      }),
-    ).toBe(true);
-    expect(
-      await store.driver.recordFailure('retry/me', version + 1, {
-        attempts: 9,
-        dueAt: new Date(0),
-        error: 'x',
-      }),
-    ).toBe(false);
+    const delivery = await store.driver.deliver(new Date(), 10);
+    const [claimed] = delivery.claimed;
+    expect(claimed).toMatchObject({ key: 'retry/me', version });
+    await delivery.restore(claimed!, { attempts: 3, dueAt: new Date(later), error: 'Error: x' });
+    expect(await delivery.commit()).toEqual(new Map());
     expect(await store.loadSchedule('retry/me')).toMatchObject({
       attempts: 3,
       version,
@@ -70,15 +61,36 @@ describe('due index', () => {
     });
     expect(Number(await fx.admin.zscore(k.due, 'retry/me'))).toBe(later);
     expect(Number(await fx.admin.zscore(k.at, 'retry/me'))).toBe(at);
+    expect((await store.loadSchedule('retry/me'))?.lastError).toBe('Error: x');
     expect(await store.driver.dueSchedules(new Date(), 10)).toEqual([]);
 
     const again = Date.now() - 10;
     await store.transact((tx) => tx.schedule('retry/me', new Date(again), message('r', { n: 2 })));
     const reset = (await store.loadSchedule('retry/me'))!;
     expect(reset).toMatchObject({ attempts: 0, message: message('r', { n: 2 }) });
+    // A new version has no failed attempt yet.
+    expect(reset.lastError).toBeUndefined();
     expect(reset.dueAt.getTime()).toBe(again);
     expect(Number(await fx.admin.zscore(k.due, 'retry/me'))).toBe(again);
     expect((await store.driver.dueSchedules(new Date(), 10)).map((s) => s.key)).toEqual(['retry/me']);
+    const next = await store.driver.deliver(new Date(), 10);
+    expect(await next.commit()).toEqual(new Map());
+    expect(await fx.admin.hexists(k.schedules, 'retry/me')).toBe(0);
+  });
+
+  it('records a failure only on the version that failed', async () => {
+    const prefix = fx.prefix();
+    const { store } = await fx.open(prefix);
+    await store.transact((tx) => tx.schedule('stale/me', new Date(Date.now() - 5000), message('s')));
+    const delivery = await store.driver.deliver(new Date(), 10);
+    const [claimed] = delivery.claimed;
+    await store.transact((tx) => tx.schedule('stale/me', new Date(Date.now() - 1), message('s', { n: 2 })));
+    await delivery.restore(claimed!, { attempts: 1, dueAt: new Date(Date.now() + HOUR), error: 'late' });
+    expect(await delivery.commit()).toEqual(new Map());
+    const now = (await store.loadSchedule('stale/me'))!;
+    expect(now).toMatchObject({ attempts: 0, message: message('s', { n: 2 }) });
+    expect(now.version).toBeGreaterThan(claimed!.version);
+    expect((await store.driver.dueSchedules(new Date(), 10)).map((s) => s.key)).toEqual(['stale/me']);
   });
 
   it('orders due work by (dueAt, key bytes) and pages it by limit', async () => {
@@ -226,13 +238,11 @@ describe('commits', () => {
     const prefix = fx.prefix();
     const { store } = await fx.open(prefix);
     const k = fx.keys(prefix);
-    const at = new Date(Date.now() - 1);
-    await store.transact((tx) => tx.schedule('c/1', at, message('c')));
-    const { version } = (await store.loadSchedule('c/1'))!;
+    await store.transact((tx) => tx.schedule('c/1', new Date(Date.now() - 1), message('c')));
     const tx = await store.driver.begin();
-    await tx.putSchedule('c/new', at, message('n'));
+    await tx.putSchedule('c/new', new Date(), message('n'));
+    await tx.deleteSchedule('c/1');
     await tx.appendEvents('agg', 0, [{ ...message('agg'), sequence: 1, timestamp: 1 }]);
-    expect(await tx.consume('c/1', version)).toBe(true);
     // Someone else appends to the aggregate first.
     const second = await store.driver.begin();
     await second.appendEvents('agg', 0, [{ ...message('agg'), sequence: 1, timestamp: 2 }]);
@@ -245,10 +255,35 @@ describe('commits', () => {
     });
     await tx.rollback();
     expect(await store.loadSchedule('c/new')).toBeUndefined();
-    expect((await store.loadSchedule('c/1'))?.version).toBe(version);
+    expect(await store.loadSchedule('c/1')).toBeDefined();
     expect((await store.loadEvents('agg')).map((e) => e.timestamp)).toEqual([2]);
-    expect(await fx.admin.exists(k.claim('c/1'))).toBe(0);
     expect(await fx.admin.get(k.version)).toBe(counterBefore);
+  });
+
+  it('puts a key twice in one transaction of puts only: the later one is stored, with the later version', async () => {
+    const prefix = fx.prefix();
+    const { store } = await fx.open(prefix);
+    const k = fx.keys(prefix);
+    const t = Date.now() + HOUR;
+    await store.transact(async (tx) => {
+      await tx.schedule('twice', new Date(t + 5), message('first'));
+      await tx.schedule('other', new Date(t), message('o'));
+      await tx.schedule('twice', new Date(t + 1), message('second'));
+    });
+    expect(await store.loadSchedule('twice')).toMatchObject({ version: 3, message: message('second') });
+    expect(Number(await fx.admin.zscore(k.due, 'twice'))).toBe(t + 1);
+    expect(Number(await fx.admin.zscore(k.at, 'twice'))).toBe(t + 1);
+    expect(await fx.admin.zcard(k.index)).toBe(2);
+    expect(await fx.admin.get(k.version)).toBe('3');
+    // The same with a cancellation in between takes the general way, with the same outcome.
+    await store.transact(async (tx) => {
+      await tx.schedule('twice', new Date(t + 7), message('third'));
+      await tx.cancelSchedule('other');
+      await tx.schedule('twice', new Date(t + 2), message('fourth'));
+    });
+    expect(await store.loadSchedule('twice')).toMatchObject({ version: 5, message: message('fourth') });
+    expect(Number(await fx.admin.zscore(k.at, 'twice'))).toBe(t + 2);
+    expect(await store.loadSchedule('other')).toBeUndefined();
   });
 
   it('applies a commit once when the same commit is sent twice (a reply lost to a dropped connection)', async () => {
@@ -256,17 +291,23 @@ describe('commits', () => {
     const { store } = await fx.open(prefix);
     const k = fx.keys(prefix);
     const { ScriptRunner } = await import('../src/scripts.js');
+    const { encodeCommit } = await import('../src/commit.js');
     const runner = new ScriptRunner(fx.admin);
-    const keys = [k.schedules, k.due, k.at, k.index, k.version, k.marker('same-commit'), k.events('agg')];
-    const args = [60_000, k.channel, 'test', 'put', 'once', String(Date.now()), JSON.stringify(message('o'))];
-    args.push(
-      'append',
-      '7',
-      'agg',
-      '0',
-      '1',
-      JSON.stringify({ ...message('agg'), sequence: 1, timestamp: 1 }),
-    );
+    const { keys, args } = encodeCommit({ keys: k, markerTtl: 60_000, senderId: 'test' }, 'same-commit', {
+      groups: [
+        [
+          { op: 'put', key: 'once', at: new Date(), message: message('o') },
+          {
+            op: 'append',
+            aggregateId: 'agg',
+            expectedSequence: 0,
+            events: [{ ...message('agg'), sequence: 1, timestamp: 1 }],
+          },
+        ],
+      ],
+      token: '',
+      release: [],
+    });
     expect(await runner.run('commit', keys, args)).toEqual(['ok']);
     expect(await runner.run('commit', keys, args)).toEqual(['duplicate']);
     expect((await store.loadSchedule('once'))?.version).toBe(1);
@@ -294,46 +335,6 @@ describe('large transactions', () => {
     expect(await store.transact((tx) => tx.cancelSchedulePrefix('bulk/'))).toBe(50_000);
     expect(await store.listSchedules()).toEqual([]);
   }, 60_000);
-});
-
-describe('claims', () => {
-  it('keeps a second dispatcher off a schedule while a delivery holds its claim, and frees it on rollback', async () => {
-    const prefix = fx.prefix();
-    const first = await fx.open(prefix);
-    const second = await fx.open(prefix);
-    expect(first.capabilities.exclusiveClaims).toBe(true);
-    await first.store.transact((tx) => tx.schedule('claimed', new Date(Date.now() - 10), message('c')));
-    const { version } = (await first.store.loadSchedule('claimed'))!;
-    const holder = await first.store.driver.begin();
-    expect(await holder.consume('claimed', version)).toBe(true);
-    expect(await second.store.driver.dueSchedules(new Date(), 10)).toEqual([]);
-    expect(await second.store.driver.nextDueAt()).toBeUndefined();
-    const rival = await second.store.driver.begin();
-    expect(await rival.consume('claimed', version)).toBe(false);
-    await rival.rollback();
-    await holder.rollback();
-    expect((await second.store.driver.dueSchedules(new Date(), 10)).map((s) => s.key)).toEqual(['claimed']);
-    const again = await second.store.driver.begin();
-    expect(await again.consume('claimed', version)).toBe(true);
-    await again.commit();
-    expect(await first.store.loadSchedule('claimed')).toBeUndefined();
-    expect(await fx.admin.exists(fx.keys(prefix).claim('claimed'))).toBe(0);
-  });
-
-  it('can be turned off: then both consume, and only one commit wins', async () => {
-    const prefix = fx.prefix();
-    const first = await fx.open(prefix, { claims: false });
-    const second = await fx.open(prefix, { claims: false });
-    expect(first.capabilities.exclusiveClaims).toBe(false);
-    await first.store.transact((tx) => tx.schedule('open', new Date(Date.now() - 10), message('o')));
-    const { version } = (await first.store.loadSchedule('open'))!;
-    const a = await first.store.driver.begin();
-    const b = await second.store.driver.begin();
-    expect(await a.consume('open', version)).toBe(true);
-    expect(await b.consume('open', version)).toBe(true);
-    await a.commit();
-    await expect(b.commit()).rejects.toMatchObject({ kind: 'schedule' });
-  });
 });
 
 describe('change notifications', () => {

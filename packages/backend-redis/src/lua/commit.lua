@@ -1,133 +1,389 @@
--- commit: applies one transaction's operations in order, all of them or none.
--- KEYS[1] schedules (hash: key -> 'version at dueAt attempts message'), KEYS[2] due (zset scored by dueAt),
--- KEYS[3] at (zset scored by deadline), KEYS[4] index (zset, every score 0, for literal prefix ranges),
--- KEYS[5] version counter, KEYS[6] this commit's marker, KEYS[7..] event lists and claims named by operations.
--- ARGV[1] marker time to live (ms), ARGV[2] change channel, ARGV[3] sender id, then the operations in order,
--- each a name followed by its fields:
+-- commit: applies a transaction's operations (one group), or a delivery's groups (one per claimed schedule),
+-- in one atomic step; each group all or nothing, independently of the others, in order.
+-- KEYS[1] schedules (hash: key -> 'version at dueAt attempts [fields] message', see schedule-fields), KEYS[2]
+-- due (zset scored by dueAt, or by its claim's expiry while a delivery holds the schedule), KEYS[3] at (zset
+-- scored by deadline), KEYS[4] index (zset, every score 0, for literal prefix ranges), KEYS[5] version
+-- counter, KEYS[6] this commit's marker, KEYS[7] claims (hash: schedule key -> claim token), KEYS[8] dead
+-- letters (hash: key -> JSON), KEYS[9] dead-letter index (zset, every score 0), KEYS[10..] event lists named
+-- by operations.
+-- ARGV[1] marker time to live (ms), ARGV[2] change channel, ARGV[3] sender id, ARGV[4] the delivery's claim
+-- token ('' for none), ARGV[5] n, ARGV[6 .. 5+n] claimed schedule keys no group consumes (put back or
+-- failed), then the groups in order, each the word 'group' followed by its operations, each a name and its
+-- fields:
 --   append <KEYS index of the event list> <aggregate id> <expected sequence> <count> <event JSON>...
---   put <key> <at ms> <message JSON>
+--   put <key> <at ms> <recurrence JSON, or ''> <message JSON>
+--   rearm <key> <at ms> <recurrence JSON> <message JSON>   (a put, only when the key has no schedule then)
 --   delete <key>
 --   prefix <literal prefix>
---   consume <key> <version> <KEYS index of its claim, 0 for none> <claim value>
--- Returns {'ok'}; {'duplicate'} when the marker exists (an earlier attempt of this commit applied it); or
--- {'conflict', 'aggregate' | 'schedule', subject} having written nothing. Data of the wrong shape fails the
--- script with a DUETIME_CORRUPT error, also before anything is written.
+--   consume <key> <version>
+--   fail <key> <version> <attempts> <due ms> <at ms, or '' to keep it> <error text>
+--   dead <key> <dead letter JSON>   (replaces the key's dead letter)
+--   undead <key>                    (deletes it)
+-- A group is checked against the state the applied groups before it and its own earlier operations leave
+-- (each aggregate's sequence, each consumed schedule's version, whether a rearmed key has a schedule) and
+-- left out whole when a check fails; a `fail` applies only while the key is still at that version and never
+-- fails its group. Every group is checked before anything is written (a script that fails halfway is not
+-- rolled back). Then the claims of this delivery end: consumed schedules are gone, the others are due again
+-- at their stored dueAt (a failed one at its retry time). A transaction that only puts schedules (an
+-- enqueue) has nothing to check but the keys' types and takes a short way to the same writes.
+-- Returns {'ok', g1, kind1, subject1, g2, ...}: the groups left out (1-based index, 'aggregate' or
+-- 'schedule', and the aggregate id or key); {'duplicate', ...the same} when the marker exists (an earlier
+-- attempt of this commit applied it). Data of the wrong shape fails the script with a DUETIME_CORRUPT
+-- error, also before anything is written.
 -- include: check-type
 -- include: schedule-value
+-- include: schedule-fields
 -- include: prefix-range
+-- include: chunked
+-- include: release-claims
 
-if redis.call('EXISTS', KEYS[6]) == 1 then return {'duplicate'} end
+local marker = redis.call('GET', KEYS[6])
+if marker then
+  -- A resent commit writes too (the marker's expiry), so a WAIT that follows it on a new connection waits for
+  -- the replication of everything up to here, the first run included.
+  redis.call('PEXPIRE', KEYS[6], ARGV[1])
+  if marker == '1' then return {'duplicate'} end
+  local reply = cjson.decode(marker)
+  table.insert(reply, 1, 'duplicate')
+  return reply
+end
 
-local ops = {}
-local hasPut = false
-local i = 4
-while i <= #ARGV do
-  local name = ARGV[i]
-  if name == 'append' then
-    local count = tonumber(ARGV[i + 4])
-    ops[#ops + 1] = {name = name, list = KEYS[tonumber(ARGV[i + 1])], id = ARGV[i + 2],
-      expected = tonumber(ARGV[i + 3]), first = i + 5, count = count}
-    i = i + 5 + count
-  elseif name == 'put' then
-    ops[#ops + 1] = {name = name, key = ARGV[i + 1], at = ARGV[i + 2], message = ARGV[i + 3]}
-    hasPut = true
-    i = i + 4
-  elseif name == 'delete' or name == 'prefix' then
-    ops[#ops + 1] = {name = name, key = ARGV[i + 1]}
-    i = i + 2
-  elseif name == 'consume' then
-    local claim = tonumber(ARGV[i + 3])
-    ops[#ops + 1] = {name = name, key = ARGV[i + 1], version = tonumber(ARGV[i + 2]),
-      claim = claim > 0 and KEYS[claim] or nil, claimValue = ARGV[i + 4]}
-    i = i + 5
-  else
-    return redis.error_reply('ERR duetime commit: unknown operation ' .. tostring(name))
+-- Takes `n` versions with one INCRBY, the first write of a commit, once every check passed; returns the
+-- number before the first. A counter that is not a non-negative integer fails the script with nothing
+-- written (a negative one is put back).
+local function takeVersions(n)
+  local reply = redis.pcall('INCRBY', KEYS[5], n)
+  if type(reply) == 'number' and reply < n then redis.call('DECRBY', KEYS[5], n) end
+  if type(reply) ~= 'number' or reply < n then
+    error({err = 'DUETIME_CORRUPT key ' .. KEYS[5] .. ' does not hold a version counter'})
+  end
+  return reply - n
+end
+
+-- Writes `puts` (each {key, at, recurrence, message}) as new schedules numbered from `version` + 1 on, a few
+-- hundred per call; a key put twice keeps the later one. Returns the last version used.
+local function writePuts(puts, version)
+  local values, scores, index = {}, {}, {}
+  for _, put in ipairs(puts) do
+    version = version + 1
+    local fields = put.recurrence == '' and '' or field('r', put.recurrence)
+    values[#values + 1] = put.key
+    values[#values + 1] = string.format('%d', version) .. ' ' .. put.at .. ' ' .. put.at .. ' 0 ' .. fields .. put.message
+    scores[#scores + 1] = put.at
+    scores[#scores + 1] = put.key
+    index[#index + 1] = 0
+    index[#index + 1] = put.key
+  end
+  chunked('HSET', KEYS[1], nil, values, 2)
+  chunked('ZADD', KEYS[2], nil, scores, 2)
+  chunked('ZADD', KEYS[3], nil, scores, 2)
+  chunked('ZADD', KEYS[4], nil, index, 2)
+  return version
+end
+
+-- The commit of a transaction that only puts schedules (an enqueue, one or many): there is nothing to check
+-- but the keys' types, so it takes the short way.
+if ARGV[5] == '0' and ARGV[6] == 'group' and ARGV[7] == 'put' then
+  local puts, earliest = {}, nil
+  local j = 7
+  while ARGV[j] == 'put' do
+    local at = ARGV[j + 2]
+    puts[#puts + 1] = {key = ARGV[j + 1], at = at, recurrence = ARGV[j + 3], message = ARGV[j + 4]}
+    if not earliest or tonumber(at) < earliest then earliest = tonumber(at) end
+    j = j + 5
+  end
+  if j == #ARGV + 1 then
+    checkType(KEYS[1], 'hash')
+    checkType(KEYS[2], 'zset')
+    checkType(KEYS[3], 'zset')
+    checkType(KEYS[4], 'zset')
+    writePuts(puts, takeVersions(#puts))
+    redis.call('SET', KEYS[6], '1', 'PX', ARGV[1])
+    redis.call('PUBLISH', ARGV[2], string.format('%d', earliest) .. ' ' .. ARGV[3])
+    return {'ok'}
   end
 end
 
--- Checks, against the state the earlier operations of this commit leave behind. Nothing is written yet.
+-- Parse.
+local token = ARGV[4]
+local release = {}
+if not tonumber(ARGV[5]) then
+  return redis.error_reply('ERR duetime commit: ARGV[5] must be the number of released keys (the call is of another layout)')
+end
+local i = 6 + tonumber(ARGV[5])
+for j = 6, i - 1 do release[#release + 1] = ARGV[j] end
+local groups = {}
+local group
+local hasRemoval, hasFail, hasRearm, hasDead = false, false, false, false
+while i <= #ARGV do
+  local name = ARGV[i]
+  local op
+  if name == 'group' then
+    group = {}
+    groups[#groups + 1] = group
+    i = i + 1
+  elseif name == 'append' then
+    local count = tonumber(ARGV[i + 4])
+    op = {name = name, list = KEYS[tonumber(ARGV[i + 1])], id = ARGV[i + 2], expected = tonumber(ARGV[i + 3]),
+      first = i + 5, count = count}
+    i = i + 5 + count
+  elseif name == 'put' or name == 'rearm' then
+    op = {name = name, key = ARGV[i + 1], at = ARGV[i + 2], recurrence = ARGV[i + 3], message = ARGV[i + 4]}
+    if name == 'rearm' then hasRearm = true end
+    i = i + 5
+  elseif name == 'delete' or name == 'prefix' then
+    op = {name = name, key = ARGV[i + 1]}
+    hasRemoval = true
+    i = i + 2
+  elseif name == 'consume' then
+    op = {name = name, key = ARGV[i + 1], version = tonumber(ARGV[i + 2])}
+    hasRemoval = true
+    i = i + 3
+  elseif name == 'fail' then
+    hasFail = true
+    op = {name = name, key = ARGV[i + 1], version = tonumber(ARGV[i + 2]), attempts = ARGV[i + 3],
+      dueAt = ARGV[i + 4], at = ARGV[i + 5], error = ARGV[i + 6]}
+    i = i + 7
+  elseif name == 'dead' then
+    hasDead = true
+    op = {name = name, key = ARGV[i + 1], record = ARGV[i + 2]}
+    i = i + 3
+  elseif name == 'undead' then
+    hasDead = true
+    op = {name = name, key = ARGV[i + 1]}
+    i = i + 2
+  else
+    return redis.error_reply('ERR duetime commit: unknown operation ' .. tostring(name))
+  end
+  if op then
+    if not group then return redis.error_reply('ERR duetime commit: an operation before the first group') end
+    group[#group + 1] = op
+  end
+end
+
+-- Checks. Nothing is written until every group is checked, and every key a write may touch has its type.
 checkType(KEYS[1], 'hash')
 checkType(KEYS[2], 'zset')
 checkType(KEYS[3], 'zset')
 checkType(KEYS[4], 'zset')
-checkType(KEYS[5], 'string')
-if hasPut then
-  local counter = redis.call('GET', KEYS[5])
-  if counter and not string.match(counter, '^%d+$') then
-    error({err = 'DUETIME_CORRUPT key ' .. KEYS[5] .. ' does not hold a version counter'})
+if hasRemoval or #release > 0 then checkType(KEYS[7], 'hash') end
+if hasDead then
+  checkType(KEYS[8], 'hash')
+  checkType(KEYS[9], 'zset')
+end
+-- The version counter is checked by the INCRBY that takes the versions, after every other check.
+
+-- The stored version (and value) of every schedule a consume, fail or rearm names, and of every schedule
+-- whose claim ends.
+local versions, stored = {}, {}
+if hasRemoval or hasFail or hasRearm or #release > 0 then
+  local wanted, seen = {}, {}
+  local function want(key)
+    if not seen[key] then
+      seen[key] = true
+      wanted[#wanted + 1] = key
+    end
+  end
+  for _, key in ipairs(release) do want(key) end
+  for _, ops in ipairs(groups) do
+    for _, op in ipairs(ops) do
+      if op.name == 'consume' or op.name == 'fail' or op.name == 'rearm' then want(op.key) end
+    end
+  end
+  for first = 1, #wanted, 400 do
+    local values = redis.call('HMGET', KEYS[1], unpack(wanted, first, math.min(first + 399, #wanted)))
+    for j, value in ipairs(values) do
+      local key = wanted[first + j - 1]
+      if value then
+        versions[key] = tonumber((parseSchedule(KEYS[1], key, value)))
+        stored[key] = value
+      end
+    end
   end
 end
-local lengths = {}
-local overlay = {}
-local prefixes = {}
-local function removedByPrefix(key)
+
+local function under(prefixes, key)
   for _, prefix in ipairs(prefixes) do
     if string.sub(key, 1, #prefix) == prefix then return true end
   end
   return false
 end
-for _, op in ipairs(ops) do
-  if op.name == 'append' then
-    checkType(op.list, 'list')
-    local length = lengths[op.list] or redis.call('LLEN', op.list)
-    if length ~= op.expected then return {'conflict', 'aggregate', op.id} end
-    lengths[op.list] = op.expected + op.count
-  elseif op.name == 'put' then
-    overlay[op.key] = 'put'
-  elseif op.name == 'delete' then
-    overlay[op.key] = 'gone'
-  elseif op.name == 'prefix' then
-    for key in pairs(overlay) do
-      if string.sub(key, 1, #op.key) == op.key then overlay[key] = 'gone' end
+
+-- What the applied groups leave: schedules put or gone, prefixes deleted, event list lengths.
+local state, deleted, lengths = {}, {}, {}
+-- The stored version `key` still has after the group's earlier operations (`own`, `ownDeleted`) and the
+-- applied groups; nil when it is gone or was put anew (a new version, not yet numbered).
+local function versionOf(key, own, ownDeleted)
+  if own[key] or under(ownDeleted, key) or state[key] or under(deleted, key) then return nil end
+  return versions[key]
+end
+-- Whether `key` has a schedule at this point of the group.
+local function exists(key, own, ownDeleted)
+  if own[key] then return own[key] == 'put' end
+  if under(ownDeleted, key) then return false end
+  if state[key] then return state[key] == 'put' end
+  if under(deleted, key) then return false end
+  return versions[key] ~= nil
+end
+
+local rejected = {}
+for g, ops in ipairs(groups) do
+  local own, ownDeleted, ownLengths = {}, {}, {}
+  local conflict
+  for _, op in ipairs(ops) do
+    local name = op.name
+    if name == 'append' then
+      checkType(op.list, 'list')
+      local length = ownLengths[op.list] or lengths[op.list] or redis.call('LLEN', op.list)
+      if length ~= op.expected then
+        conflict = {'aggregate', op.id}
+        break
+      end
+      ownLengths[op.list] = op.expected + op.count
+    elseif name == 'put' then
+      own[op.key] = 'put'
+    elseif name == 'rearm' then
+      if not exists(op.key, own, ownDeleted) then
+        op.applies = true
+        own[op.key] = 'put'
+      end
+    elseif name == 'delete' then
+      own[op.key] = 'gone'
+    elseif name == 'prefix' then
+      for key in pairs(own) do
+        if string.sub(key, 1, #op.key) == op.key then own[key] = 'gone' end
+      end
+      ownDeleted[#ownDeleted + 1] = op.key
+    elseif name == 'consume' then
+      if versionOf(op.key, own, ownDeleted) ~= op.version then
+        conflict = {'schedule', op.key}
+        break
+      end
+      own[op.key] = 'gone'
+    elseif name == 'fail' then
+      op.applies = versionOf(op.key, own, ownDeleted) == op.version
+      if op.applies then
+        op.fields, op.message = fieldsWithout(stored[op.key], 'e')
+        if not op.fields then
+          error({err = 'DUETIME_CORRUPT key ' .. KEYS[1] .. ' field ' .. op.key .. ' does not hold a duetime schedule'})
+        end
+      end
     end
-    prefixes[#prefixes + 1] = op.key
+  end
+  if conflict then
+    ops.rejected = true
+    rejected[#rejected + 1] = g
+    rejected[#rejected + 1] = conflict[1]
+    rejected[#rejected + 1] = conflict[2]
+    -- Its consumption is left out: the claim on that schedule ends like any other put back.
+    for _, op in ipairs(ops) do
+      if op.name == 'consume' then release[#release + 1] = op.key end
+    end
   else
-    if op.claim then checkType(op.claim, 'string') end
-    if overlay[op.key] or removedByPrefix(op.key) then return {'conflict', 'schedule', op.key} end
-    local value = redis.call('HGET', KEYS[1], op.key)
-    if not value then return {'conflict', 'schedule', op.key} end
-    if tonumber((parseSchedule(KEYS[1], op.key, value))) ~= op.version then
-      return {'conflict', 'schedule', op.key}
+    for _, prefix in ipairs(ownDeleted) do
+      for key in pairs(state) do
+        if string.sub(key, 1, #prefix) == prefix then state[key] = 'gone' end
+      end
+      deleted[#deleted + 1] = prefix
     end
-    overlay[op.key] = 'gone'
+    for key, value in pairs(own) do state[key] = value end
+    for list, length in pairs(ownLengths) do lengths[list] = length end
   end
 end
 
--- Apply.
-local function removeSchedules(keys)
-  for first = 1, #keys, 500 do
-    local last = math.min(first + 499, #keys)
-    redis.call('HDEL', KEYS[1], unpack(keys, first, last))
-    redis.call('ZREM', KEYS[2], unpack(keys, first, last))
-    redis.call('ZREM', KEYS[3], unpack(keys, first, last))
-    redis.call('ZREM', KEYS[4], unpack(keys, first, last))
-  end
-end
-local earliest
-for _, op in ipairs(ops) do
-  if op.name == 'append' then
-    local stop = op.first + op.count - 1
-    for first = op.first, stop, 500 do
-      redis.call('RPUSH', op.list, unpack(ARGV, first, math.min(first + 499, stop)))
+-- The versions of the puts that apply, taken at once.
+local version = 0
+do
+  local n = 0
+  for _, ops in ipairs(groups) do
+    if not ops.rejected then
+      for _, op in ipairs(ops) do
+        if op.name == 'put' or (op.name == 'rearm' and op.applies) then n = n + 1 end
+      end
     end
-  elseif op.name == 'put' then
-    local version = string.format('%d', redis.call('INCR', KEYS[5]))
-    redis.call('HSET', KEYS[1], op.key, version .. ' ' .. op.at .. ' ' .. op.at .. ' 0 ' .. op.message)
-    redis.call('ZADD', KEYS[2], op.at, op.key)
-    redis.call('ZADD', KEYS[3], op.at, op.key)
-    redis.call('ZADD', KEYS[4], 0, op.key)
-    if not earliest or tonumber(op.at) < tonumber(earliest) then earliest = op.at end
-  elseif op.name == 'delete' then
-    removeSchedules({op.key})
-  elseif op.name == 'prefix' then
-    local low, high = prefixRange(op.key)
-    local keys = redis.call('ZRANGEBYLEX', KEYS[4], low, high)
-    if #keys > 0 then removeSchedules(keys) end
-  else
-    removeSchedules({op.key})
-    if op.claim and redis.call('GET', op.claim) == op.claimValue then redis.call('DEL', op.claim) end
+  end
+  if n > 0 then version = takeVersions(n) end
+end
+
+-- Apply. Removals and puts are gathered and written a few hundred at a time, in order: a pending write
+-- of a key is flushed before another write of the same key, and all of them before a prefix deletion.
+local removing, removingSet, putting, puttingSet = {}, {}, {}, {}
+local earliest
+local function flushRemovals()
+  if #removing == 0 then return end
+  chunked('HDEL', KEYS[1], nil, removing, 1)
+  chunked('ZREM', KEYS[2], nil, removing, 1)
+  chunked('ZREM', KEYS[3], nil, removing, 1)
+  chunked('ZREM', KEYS[4], nil, removing, 1)
+  chunked('HDEL', KEYS[7], nil, removing, 1)
+  removing, removingSet = {}, {}
+end
+local function flushPuts()
+  if #putting == 0 then return end
+  version = writePuts(putting, version)
+  putting, puttingSet = {}, {}
+end
+local function remove(key)
+  if puttingSet[key] then flushPuts() end
+  if not removingSet[key] then
+    removingSet[key] = true
+    removing[#removing + 1] = key
   end
 end
-redis.call('SET', KEYS[6], '1', 'PX', ARGV[1])
-if earliest then redis.call('PUBLISH', ARGV[2], earliest .. ' ' .. ARGV[3]) end
-return {'ok'}
+
+for _, ops in ipairs(groups) do
+  if not ops.rejected then
+    for _, op in ipairs(ops) do
+      local name = op.name
+      if name == 'append' then
+        local stop = op.first + op.count - 1
+        for first = op.first, stop, 480 do
+          redis.call('RPUSH', op.list, unpack(ARGV, first, math.min(first + 479, stop)))
+        end
+      elseif name == 'put' or (name == 'rearm' and op.applies) then
+        if removingSet[op.key] then flushRemovals() end
+        if puttingSet[op.key] then flushPuts() end
+        puttingSet[op.key] = true
+        putting[#putting + 1] = op
+        if not earliest or tonumber(op.at) < earliest then earliest = tonumber(op.at) end
+      elseif name == 'delete' or name == 'consume' then
+        remove(op.key)
+      elseif name == 'prefix' then
+        flushPuts()
+        flushRemovals()
+        local low, high = prefixRange(op.key)
+        local keys = redis.call('ZRANGEBYLEX', KEYS[4], low, high)
+        for _, key in ipairs(keys) do remove(key) end
+        flushRemovals()
+      elseif name == 'dead' then
+        redis.call('HSET', KEYS[8], op.key, op.record)
+        redis.call('ZADD', KEYS[9], 0, op.key)
+      elseif name == 'undead' then
+        redis.call('HDEL', KEYS[8], op.key)
+        redis.call('ZREM', KEYS[9], op.key)
+      elseif name == 'fail' and op.applies then
+        -- No write of this key is pending or done: it would have changed the version the check saw.
+        local version, at = parseSchedule(KEYS[1], op.key, stored[op.key])
+        if op.at ~= '' then
+          at = op.at
+          redis.call('ZADD', KEYS[3], at, op.key)
+        end
+        redis.call('HSET', KEYS[1], op.key, version .. ' ' .. at .. ' ' .. op.dueAt .. ' ' .. op.attempts .. ' '
+          .. op.fields .. field('e', op.error) .. op.message)
+      end
+    end
+  end
+end
+flushPuts()
+flushRemovals()
+
+-- The claims end; schedules put back are due again (a failed one at its retry time).
+if #release > 0 then
+  local restored = releaseClaims(KEYS[2], KEYS[1], KEYS[7], token, release)
+  if restored and (not earliest or restored < earliest) then earliest = restored end
+end
+
+redis.call('SET', KEYS[6], #rejected == 0 and '1' or cjson.encode(rejected), 'PX', ARGV[1])
+if earliest then redis.call('PUBLISH', ARGV[2], string.format('%d', earliest) .. ' ' .. ARGV[3]) end
+table.insert(rejected, 1, 'ok')
+return rejected

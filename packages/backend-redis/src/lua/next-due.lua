@@ -1,21 +1,11 @@
--- next-due: the earliest dueAt among schedules no delivery has claimed.
--- KEYS[1] due zset. ARGV[1] claim key prefix, ARGV[2] entries to examine at most.
--- Returns the score as a string, or nil when there is none. When every examined entry is claimed, returns
--- the last examined score (the dispatcher then looks again soon).
+-- next-due: the earliest due score: when the next schedule falls due, or when the earliest claim an open
+-- delivery holds expires (claimed schedules are scored by their claim's expiry).
+-- KEYS[1] due zset.
+-- Returns the score as a string, or nil when there is none.
 -- flags: no-writes
 -- include: check-type
 
 checkType(KEYS[1], 'zset')
-local budget = tonumber(ARGV[2])
-local offset = 0
-local last
-while offset < budget do
-  local page = redis.call('ZRANGE', KEYS[1], offset, offset + 31, 'WITHSCORES')
-  for j = 1, #page, 2 do
-    if redis.call('EXISTS', ARGV[1] .. page[j]) == 0 then return page[j + 1] end
-    last = page[j + 1]
-  end
-  if #page < 64 then return false end
-  offset = offset + 32
-end
-return last
+local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if #head == 0 then return false end
+return head[2]
