@@ -144,7 +144,7 @@ function describeConnectFailure(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
   const code = (error as { code?: unknown } | null)?.code;
   if (code === 'ECONNREFUSED' || /refused/i.test(message))
-    return `connection refused: no NATS server listens there (${message}); start one with bash scripts/services.sh up`;
+    return `connection refused: no NATS server listens there (${message}); check the URL, or start nats-server with JetStream (nats-server -js)`;
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return `host not found (${message})`;
   if (/timeout/i.test(message)) return `no answer in time (${message})`;
   if (/authorization|authentication/i.test(message)) return `the server refused the credentials (${message})`;

@@ -6,15 +6,33 @@ import { errors } from '@nats-io/transport-node';
 export const JS_STREAM_NOT_FOUND = 10059;
 export const JS_WRONG_LAST_SEQUENCE = 10071;
 export const JS_MESSAGE_NOT_FOUND = 10037;
+/** An atomic batch whose commit carries a message id the stream stored already (a retried batch). */
+export const JS_DUPLICATE_MESSAGE_ID = 10201;
+
+/** The client's error for a JetStream API error the server sent in a reply we parsed ourselves. */
+export function apiErrorOf(error: {
+  code: number;
+  err_code: number;
+  description: string;
+}): JetStreamApiError {
+  return new JetStreamApiError(error);
+}
 
 /** The JetStream API error code of `error`, if it is one. */
 export function apiCode(error: unknown): number | undefined {
   return error instanceof JetStreamApiError ? error.code : undefined;
 }
 
+/**
+ * The same, found by a clustered stream's leader when it proposed the write (several writers raced for
+ * one subject): `wrong last sequence` without the sequence.
+ */
+export const JS_WRONG_LAST_SEQUENCE_PROPOSED = 10164;
+
 /** An expectation header (`Nats-Expected-Last-Sequence`, `…-Subject-Sequence`) was not met. */
 export function isWrongLastSequence(error: unknown): boolean {
-  return apiCode(error) === JS_WRONG_LAST_SEQUENCE;
+  const code = apiCode(error);
+  return code === JS_WRONG_LAST_SEQUENCE || code === JS_WRONG_LAST_SEQUENCE_PROPOSED;
 }
 
 export function isStreamNotFound(error: unknown): boolean {

@@ -1,9 +1,16 @@
 export * from './connection.js';
+export { StreamMismatchError } from './io.js';
 export * from './jetstream-scheduler/index.js';
+export type { MigrationReport } from './migrate.js';
 export {
   createNatsBackend,
+  createNatsCoordination,
   deleteNatsBackendData,
+  LegacyStoreError,
+  migrateNatsStore,
   type NatsBackend,
   type NatsBackendOptions,
+  type NatsCoordination,
   type NatsTarget,
+  STORE_MIN_SERVER,
 } from './nats-backend.js';

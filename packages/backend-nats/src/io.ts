@@ -1,4 +1,9 @@
+import { randomBytes } from 'node:crypto';
+import { InvalidArgumentError, isTransient } from '@duetime/core';
 import {
+  type CompletionResult,
+  type DirectBatchOptions,
+  type DirectLastFor,
   DiscardPolicy,
   type JetStreamClient,
   type JetStreamManager,
@@ -7,11 +12,20 @@ import {
   type PurgeOpts,
   RetentionPolicy,
   StorageType,
+  type StoredMsg,
   type StreamConfig,
   type StreamInfo,
 } from '@nats-io/jetstream';
 import { type MsgHdrs, type NatsConnection, headers as natsHeaders } from '@nats-io/transport-node';
-import { isStreamNotFound, isWrongLastSequence, toDuetimeError } from './errors.js';
+import {
+  apiErrorOf,
+  isStreamNotFound,
+  isWrongLastSequence,
+  JS_DUPLICATE_MESSAGE_ID,
+  JS_WRONG_LAST_SEQUENCE,
+  JS_WRONG_LAST_SEQUENCE_PROPOSED,
+  toDuetimeError,
+} from './errors.js';
 
 /** A message read back from a stream. */
 export interface StoredMessage {
@@ -37,7 +51,31 @@ export interface PublishOptions {
 /** Published, or refused because an expectation header did not hold. */
 export type PublishResult = { seq: number; duplicate: boolean } | 'conflict';
 
+/** One message of an atomic batch. */
+export interface BatchMessage {
+  subject: string;
+  data: Uint8Array | string;
+  headers?: Record<string, string>;
+}
+
+/**
+ * What an atomic batch publish came to: stored (the stream sequence of its last message; the batch's
+ * messages have the `count` sequences before it, in order), refused because an expectation header of one
+ * of its messages did not hold (nothing stored), or refused as a duplicate of a batch stored before under
+ * the same message id (the retry of a batch whose acknowledgement was lost).
+ */
+export type BatchResult =
+  | { kind: 'stored'; lastSeq: number; count: number }
+  | { kind: 'conflict'; description: string }
+  | { kind: 'duplicate' };
+
+/** The largest batch a NATS server takes by default (its `max_batch_size` limit). */
+export const MAX_ATOMIC_BATCH = 1000;
+/** The most subjects one batch direct get (`multi_last`) answers. */
+export const MAX_MULTI_LAST = 100;
+
 const decoder = new TextDecoder();
+const encoder = new TextEncoder();
 
 /**
  * The few JetStream calls the backend makes, each mapping client errors to duetime errors that name the
@@ -48,19 +86,24 @@ export class NatsIo {
   readonly js: JetStreamClient;
   readonly jsm: JetStreamManager;
   readonly server: string;
+  readonly #timeoutMs: number;
+  /** How long a commit keeps resending a batch whose reply was lost. */
+  readonly commitTimeoutMs: number;
   #closed = false;
 
-  private constructor(nc: NatsConnection, jsm: JetStreamManager, timeoutMs: number) {
+  private constructor(nc: NatsConnection, jsm: JetStreamManager, timeoutMs: number, commitTimeoutMs: number) {
     this.nc = nc;
     this.jsm = jsm;
+    this.#timeoutMs = timeoutMs;
+    this.commitTimeoutMs = commitTimeoutMs;
     this.js = jetstream(nc, { timeout: timeoutMs });
     this.server = nc.getServer();
   }
 
-  static async open(nc: NatsConnection, timeoutMs: number): Promise<NatsIo> {
+  static async open(nc: NatsConnection, timeoutMs: number, commitTimeoutMs = 30_000): Promise<NatsIo> {
     try {
       const jsm = await jetstreamManager(nc, { timeout: timeoutMs });
-      return new NatsIo(nc, jsm, timeoutMs);
+      return new NatsIo(nc, jsm, timeoutMs, commitTimeoutMs);
     } catch (error) {
       throw toDuetimeError(error, 'open JetStream', nc.getServer());
     }
@@ -97,6 +140,170 @@ export class NatsIo {
     } catch (error) {
       if (isWrongLastSequence(error)) return 'conflict';
       throw this.error(error, `publish to ${subject}`);
+    }
+  }
+
+  /**
+   * Publishes `messages` as one atomic batch (all stored, in order, or none), in one round trip: every
+   * message but the last is sent without waiting, the last carries the commit and is answered with the
+   * batch's acknowledgement. `msgId` on the commit makes a retry of the same batch safe (a second copy is
+   * refused as a duplicate). Needs a stream with `allow_atomic` (NATS 2.12 or later).
+   */
+  async atomicPublish(
+    messages: readonly BatchMessage[],
+    options: { msgId?: string } = {},
+  ): Promise<BatchResult> {
+    if (messages.length === 0) throw new Error('an atomic batch needs at least one message');
+    const id = randomId();
+    const last = messages.length - 1;
+    try {
+      for (let i = 0; i < last; i++) {
+        const m = messages[i] as BatchMessage;
+        this.nc.publish(m.subject, m.data, { headers: batchHeaders(m, id, i + 1, false) });
+      }
+      const m = messages[last] as BatchMessage;
+      const h = batchHeaders(m, id, last + 1, true);
+      if (options.msgId !== undefined) h.set('Nats-Msg-Id', options.msgId);
+      const reply = await this.nc.request(m.subject, m.data, { headers: h, timeout: this.#timeoutMs });
+      const ack = JSON.parse(decoder.decode(reply.data)) as {
+        seq?: number;
+        count?: number;
+        error?: { code: number; err_code: number; description: string };
+      };
+      if (ack.error) {
+        if (
+          ack.error.err_code === JS_WRONG_LAST_SEQUENCE ||
+          ack.error.err_code === JS_WRONG_LAST_SEQUENCE_PROPOSED
+        )
+          return { kind: 'conflict', description: ack.error.description };
+        if (ack.error.err_code === JS_DUPLICATE_MESSAGE_ID) return { kind: 'duplicate' };
+        throw apiErrorOf(ack.error);
+      }
+      if (ack.count !== messages.length || typeof ack.seq !== 'number')
+        throw new Error(
+          `the server acknowledged ${String(ack.count)} of ${messages.length} messages of an atomic batch`,
+        );
+      return { kind: 'stored', lastSeq: ack.seq, count: ack.count };
+    } catch (error) {
+      throw this.error(error, `publish an atomic batch of ${messages.length} messages`);
+    }
+  }
+
+  /**
+   * Messages matching `filter` from sequence `from` on, in sequence order, at most `limit` (batch direct
+   * get, NATS 2.11 or later). `pending` is how many more match after the last one returned.
+   */
+  async range(
+    stream: string,
+    filter: string,
+    from: number,
+    limit: number,
+  ): Promise<{ messages: StoredMessage[]; pending: number }> {
+    return this.#batch(
+      `read ${filter} from stream ${stream}`,
+      async () => {
+        const messages = await this.#collect(stream, {
+          seq: Math.max(from, 1),
+          next_by_subj: filter,
+          batch: limit,
+        });
+        const pending = Number(messages.at(-1)?.header('Nats-Num-Pending') ?? 0);
+        return { messages, pending };
+      },
+      { messages: [], pending: 0 },
+      isNothingFrom,
+    );
+  }
+
+  /**
+   * The messages of one batch direct get. Through the client's callback form, which ends the reply
+   * subscription when the batch ends (the iterator form keeps it, and its timer, for seconds).
+   */
+  #collect(stream: string, request: DirectBatchOptions | DirectLastFor): Promise<StoredMessage[]> {
+    return new Promise((resolve, reject) => {
+      const got: StoredMessage[] = [];
+      const callback = (done: CompletionResult | null, m: StoredMsg) => {
+        if (done) {
+          if (done.err) reject(done.err);
+          else resolve(got);
+          return;
+        }
+        got.push(stored(m));
+      };
+      const sent =
+        'multi_last' in request
+          ? this.jsm.direct.getLastMessagesFor(stream, { ...request, callback })
+          : this.jsm.direct.getBatch(stream, { ...request, callback });
+      sent.catch(reject);
+    });
+  }
+
+  /**
+   * A batch direct get, whole or not at all. `isEmpty` tells the error that means "nothing matches" (for
+   * a range, "message not found" at its first message; for `multi_last`, "no results"). For `multi_last`,
+   * "message not found" means that a message it resolved was removed before it could be sent (a race with
+   * a rollup or a purge): that is never taken for a short answer; the request is sent again, and after a
+   * few tries the error is thrown.
+   */
+  async #batch<T>(
+    operation: string,
+    request: () => Promise<T>,
+    empty: T,
+    isEmpty: (error: unknown) => boolean,
+  ): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await request();
+      } catch (error) {
+        if (isEmpty(error)) return empty;
+        if (attempt >= 5 || !isRacedBatch(error)) throw this.error(error, operation);
+      }
+    }
+  }
+
+  /** Every message matching `filter`, in sequence order, read a page at a time. */
+  async *scan(stream: string, filter: string, pageSize = 1000, start = 1): AsyncGenerator<StoredMessage> {
+    let from = start;
+    for (;;) {
+      const { messages, pending } = await this.range(stream, filter, from, pageSize);
+      yield* messages;
+      const last = messages.at(-1);
+      if (!last || pending === 0 || messages.length < pageSize) return;
+      from = last.seq + 1;
+    }
+  }
+
+  /**
+   * The last message of each subject matching `filters` (a subject or a wildcard each), as of now
+   * (batch direct get `multi_last`, NATS 2.11 or later). Asks in chunks of {@link MAX_MULTI_LAST} filters,
+   * all at once. A subject without messages is absent from the answer; an answer is never partial.
+   */
+  async lastOf(stream: string, filters: readonly string[]): Promise<Map<string, StoredMessage>> {
+    const found = new Map<string, StoredMessage>();
+    const chunks: string[][] = [];
+    for (let i = 0; i < filters.length; i += MAX_MULTI_LAST)
+      chunks.push(filters.slice(i, i + MAX_MULTI_LAST));
+    const answers = await Promise.all(
+      chunks.map((chunk) =>
+        this.#batch(
+          `read the last messages of ${chunk.length} subjects from stream ${stream}`,
+          () => this.#collect(stream, { multi_last: chunk }),
+          [] as StoredMessage[],
+          isNoResults,
+        ),
+      ),
+    );
+    for (const answer of answers) for (const m of answer) found.set(m.subject, m);
+    return found;
+  }
+
+  /** The subjects that hold messages and match `filter`, with how many each holds. */
+  async subjects(stream: string, filter: string): Promise<Map<string, number>> {
+    try {
+      const info = await this.jsm.streams.info(stream, { subjects_filter: filter });
+      return new Map(Object.entries(info.state.subjects ?? {}));
+    } catch (error) {
+      throw this.error(error, `list the subjects ${filter} of stream ${stream}`);
     }
   }
 
@@ -145,13 +352,14 @@ export class NatsIo {
   }
 
   /**
-   * Creates `config` or checks an existing stream of that name: its subjects and the settings the
-   * backend's correctness depends on must match. Concurrent creation by several processes is fine.
+   * Creates `config` or checks an existing stream of that name: its subjects and every setting the
+   * backend's correctness depends on must match; a mismatch is refused naming the setting, and the
+   * stream is never changed. Concurrent creation by several processes is fine.
    */
   async ensureStream(config: StreamSettings): Promise<StreamInfo> {
     const wanted: Partial<StreamConfig> & { name: string } = {
       name: config.name,
-      subjects: config.subjects,
+      subjects: [...config.subjects],
       retention: RetentionPolicy.Limits,
       storage: config.storage === 'memory' ? StorageType.Memory : StorageType.File,
       discard: DiscardPolicy.Old,
@@ -160,6 +368,7 @@ export class NatsIo {
       allow_direct: true,
       duplicate_window: config.duplicateWindowMs * 1_000_000,
       max_msg_size: -1,
+      ...(config.atomic ? { allow_atomic: true, allow_rollup_hdrs: true, allow_msg_ttl: true } : {}),
     };
     let info: StreamInfo | undefined;
     try {
@@ -179,31 +388,114 @@ export class NatsIo {
         }
       }
     }
-    const c = info.config;
-    const subjectsMatch = JSON.stringify(c.subjects ?? []) === JSON.stringify(config.subjects);
-    if (!subjectsMatch || c.max_msgs_per_subject !== config.maxPerSubject || c.allow_direct !== true)
-      throw this.error(
-        new Error(
-          `stream ${config.name} exists with subjects ${JSON.stringify(c.subjects)}, max_msgs_per_subject ${c.max_msgs_per_subject} and allow_direct ${c.allow_direct}; expected ${JSON.stringify(config.subjects)}, ${config.maxPerSubject} and true (another application uses this prefix?)`,
-        ),
-        `check stream ${config.name}`,
-      );
+    const c = info.config as StreamConfig & Record<string, unknown>;
+    const mismatches: string[] = [];
+    const check = (setting: string, actual: unknown, expected: unknown) => {
+      if (JSON.stringify(actual) !== JSON.stringify(expected))
+        mismatches.push(`${setting} is ${JSON.stringify(actual)}, expected ${JSON.stringify(expected)}`);
+    };
+    check('subjects', c.subjects ?? [], config.subjects);
+    check('max_msgs_per_subject', c.max_msgs_per_subject, config.maxPerSubject);
+    check('allow_direct', c.allow_direct === true, true);
+    check('num_replicas', c.num_replicas, config.replicas);
+    check('storage', c.storage, wanted.storage);
+    if (config.atomic) {
+      check('allow_atomic', c.allow_atomic === true, true);
+      check('allow_rollup_hdrs', c.allow_rollup_hdrs === true, true);
+      check('allow_msg_ttl', c.allow_msg_ttl === true, true);
+    }
+    if (mismatches.length > 0) throw new StreamMismatchError(config.name, mismatches);
     return info;
   }
 }
 
-/** Publishes the one message of `subject` unless it exists (see {@link Layout.logAnchor}). */
+/**
+ * A stream of the backend's name exists with settings the backend cannot work with (another application
+ * uses the prefix, or it was created with other options). It is never changed or purged.
+ */
+export class StreamMismatchError extends InvalidArgumentError {
+  readonly stream: string;
+  readonly mismatches: readonly string[];
+
+  constructor(stream: string, mismatches: string[]) {
+    super(`stream ${stream}`, mismatches, 'exists with other settings than this backend needs');
+    this.message = `stream ${stream} exists with other settings than this backend needs: ${mismatches.join('; ')}. Use another prefix, or delete the stream if its data is not needed (duetime never changes or purges it)`;
+    this.stream = stream;
+    this.mismatches = mismatches;
+  }
+}
+
+/** Publishes the one message of `subject` unless it exists (an anchor that is never purged). */
 export async function ensureAnchor(io: NatsIo, subject: string): Promise<void> {
-  await io.publish(subject, '', { expectSubjectSeq: 0 });
+  await whileStarting(() => io.publish(subject, '', { expectSubjectSeq: 0 }));
+}
+
+/**
+ * Runs `op`, retrying transient failures for up to `ms`: right after a replicated stream is created, its
+ * leader may not be elected yet and JetStream does not answer for it.
+ */
+export async function whileStarting<T>(op: () => Promise<T>, ms = 10_000): Promise<T> {
+  const deadline = performance.now() + ms;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await op();
+    } catch (error) {
+      if (!isTransient(error) || performance.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(500, 25 * 2 ** attempt)));
+    }
+  }
 }
 
 export interface StreamSettings {
   name: string;
-  subjects: string[];
+  subjects: readonly string[];
+  /** Atomic batch publish, rollup headers and per-message TTLs (the store stream). */
+  atomic?: boolean;
   maxPerSubject: number;
   storage: 'file' | 'memory';
   replicas: number;
   duplicateWindowMs: number;
+}
+
+function batchHeaders(m: BatchMessage, id: string, sequence: number, commit: boolean): MsgHdrs {
+  const h = natsHeaders();
+  for (const [k, v] of Object.entries(m.headers ?? {})) h.set(k, v);
+  h.set('Nats-Batch-Id', id);
+  h.set('Nats-Batch-Sequence', String(sequence));
+  if (commit) h.set('Nats-Batch-Commit', '1');
+  return h;
+}
+
+function randomId(): string {
+  return randomBytes(12).toString('base64url');
+}
+
+/** A range (`next_by_subj`) with no message from its start answers 404 "message not found". */
+function isNothingFrom(error: unknown): boolean {
+  return error instanceof Error && /message not found|no results/i.test(error.message);
+}
+
+/** A `multi_last` that matched nothing answers 404 "no results". */
+function isNoResults(error: unknown): boolean {
+  return error instanceof Error && /no results/i.test(error.message);
+}
+
+/**
+ * A batch direct get that failed while the stream changed under it: a message it resolved was gone when
+ * it was to be sent (404 "message not found"), or the request timed out. Worth sending again.
+ */
+function isRacedBatch(error: unknown): boolean {
+  return (
+    error instanceof Error &&
+    (/message not found/i.test(error.message) ||
+      error.name === 'TimeoutError' ||
+      /timeout/i.test(error.message))
+  );
+}
+
+/** Text as bytes (for payload sizes). */
+export function bytes(text: string): Uint8Array {
+  return encoder.encode(text);
 }
 
 function stored(m: {

@@ -2,45 +2,64 @@ import { createHash } from 'node:crypto';
 import { InvalidArgumentError } from '@duetime/core';
 
 /**
- * Where a backend keeps its data on the server: three streams named from the prefix, and the subjects
- * inside them. Keys, aggregate ids and lease keys become subject tokens through a SHA-256 hash (the
- * original text is stored in the value), so any Unicode key is a valid, fixed-length token.
+ * Where a backend keeps its data on the server: two streams named from the prefix, and the subjects
+ * inside them.
+ *
+ * - `<prefix>_store` holds the transactional store, one subject per thing, so that every write is a
+ *   JetStream primitive: a schedule's record (`s.<key>`), the due index (`q.<hour>.<second>`, one subject
+ *   per second of due time, and `h.<hour>`, one per hour that has any), aggregates' events
+ *   (`e.<aggregate>.<sequence>`), dead letters (`x.<key>`), delivery claims (`c.<key>`) and the store's
+ *   format record (`meta`). See
+ *   docs/design.md.
+ * - `<prefix>_lease` holds leases, calendar cursors and the server-clock probe.
+ *
+ * Schedule keys keep their `/`-separated structure as subject tokens (so a key prefix of whole segments is
+ * a subject filter); see {@link keyTokens}.
  */
 export interface Layout {
   readonly prefix: string;
-  /** The commit log: one message per transaction (its single commit point). */
-  readonly logStream: string;
-  /** Materialised state: records, events, index nodes, the meta record; written as one chain. */
-  readonly stateStream: string;
+  /** The transactional store. */
+  readonly storeStream: string;
   /** Leases, cursors and the server-clock probe. */
   readonly leaseStream: string;
-  /** Subject of commit messages. */
-  readonly logCommit: string;
-  /** Subject of the parts of a commit too large for one message. */
-  readonly logPart: string;
-  /**
-   * Subjects of one message each that is never purged, in the log and lease streams: a stream that a
-   * filtered purge empties restarts its sequence at 0 when a NATS 2.9 server crashes, which would
-   * reuse commit-log sequences and fencing tokens. (The state stream keeps its chain head instead.)
-   */
-  readonly logAnchor: string;
-  readonly leaseAnchor: string;
+  /** The store stream's subjects, in the order its configuration lists them. */
+  readonly storeSubjects: readonly string[];
+  /** The store's format record: written once, never purged, so the stream is never empty. */
+  readonly meta: string;
   /** Core-NATS subject (not stored) announcing commits that put schedules. */
   readonly wake: string;
-  readonly stateSubjects: string;
-  /**
-   * The chain's head: each plan publishes its header here first and its meta record last, so the last
-   * message on this subject says at once whether a plan is open and what the applied state is.
-   */
-  readonly head: string;
+  /** A schedule's record. */
   record(key: string): string;
-  aggregate(aggregateId: string): string;
+  /** A filter matching the records whose keys may start with `prefix` (a superset: check the keys). */
+  recordFilter(prefix: string): string;
+  /** The key of a record subject. */
+  keyOfRecord(subject: string): string;
+  /** The due-index subject of an instant (one per second). */
+  bucket(ms: number): string;
+  /** The due-index subjects of one hour: `q.<hour>.*`. */
+  bucketsOf(hour: number): string;
+  /** The marker of an hour that has due-index subjects. */
+  hourMarker(hour: number): string;
+  readonly hourMarkers: string;
+  /** An aggregate's event with `sequence` (1-based). */
   event(aggregateId: string, sequence: number): string;
-  node(id: number): string;
-  abort(logSeq: number): string;
+  /** All events of an aggregate. */
+  events(aggregateId: string): string;
+  deadLetter(key: string): string;
+  /** A delivery's claim on a schedule key (see store/claims.ts). */
+  claim(key: string): string;
+  deadLetterFilter(prefix: string): string;
+  keyOfDeadLetter(subject: string): string;
   lease(key: string): string;
   cursor(key: string): string;
   readonly clock: string;
+  /**
+   * A message of the lease stream that is never purged: a stream that purges empty restarts its
+   * sequence at 0 when a NATS 2.9 server crashes, which would reuse fencing tokens.
+   */
+  readonly leaseAnchor: string;
+  /** Streams of the earlier store format (a commit log applied to materialised state). */
+  readonly legacyStreams: { log: string; state: string };
 }
 
 const PREFIX = /^[A-Za-z0-9_-]{1,32}$/;
@@ -56,33 +75,91 @@ export function validPrefix(prefix: unknown): string {
   return prefix;
 }
 
-/** A subject token for arbitrary text: base64url of its SHA-256 (43 characters). */
+/** A subject token for arbitrary text: base64url of its SHA-256 (43 characters). Used for lease keys. */
 export function token(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('base64url');
 }
 
+const PLAIN = /^[A-Za-z0-9_-]+$/;
+
+/**
+ * One segment of a key as a subject token, reversibly: letters, digits, `_` and `-` stay as they are;
+ * anything else becomes `~` followed by the base64url of its UTF-8 bytes (`~` alone is the empty segment).
+ */
+export function segmentToken(segment: string): string {
+  if (PLAIN.test(segment)) return segment;
+  return `~${Buffer.from(segment, 'utf8').toString('base64url')}`;
+}
+
+export function tokenSegment(token: string): string {
+  if (!token.startsWith('~')) return token;
+  return Buffer.from(token.slice(1), 'base64url').toString('utf8');
+}
+
+/** A key as subject tokens: one per `/`-separated segment (`order/ORD-1/expire` → `order.ORD-1.expire`). */
+export function keyTokens(key: string): string {
+  return key.split('/').map(segmentToken).join('.');
+}
+
+export function tokensKey(tokens: string): string {
+  return tokens.split('.').map(tokenSegment).join('/');
+}
+
+const HOUR_MS = 3_600_000;
+
+/** The hour and the second within it of an instant (floor division, so instants before 1970 work too). */
+export function bucketOf(ms: number): { hour: number; second: number } {
+  const hour = Math.floor(ms / HOUR_MS);
+  return { hour, second: Math.floor((ms - hour * HOUR_MS) / 1000) };
+}
+
+/** The first instant of a bucket. */
+export function bucketStart(hour: number, second: number): number {
+  return hour * HOUR_MS + second * 1000;
+}
+
+/**
+ * A subject filter for the keys under a literal prefix: its whole segments become literal tokens and the
+ * rest a wildcard, so the server narrows the search and the caller checks `startsWith` (`a/b/` and `a/bc`
+ * both look under `a.`; `a/b/` matches every key with more segments, the empty one included).
+ */
+function prefixFilter(base: string, prefix: string): string {
+  const segments = prefix.split('/');
+  segments.pop();
+  return segments.length > 0 ? `${base}.${segments.map(segmentToken).join('.')}.>` : `${base}.>`;
+}
+
 export function layout(prefix: string): Layout {
   const p = validPrefix(prefix);
-  const st = `${p}.st`;
+  const s = `${p}.s`;
+  const x = `${p}.x`;
   return {
     prefix: p,
-    logStream: `${p}_log`,
-    stateStream: `${p}_state`,
+    storeStream: `${p}_store`,
     leaseStream: `${p}_lease`,
-    logCommit: `${p}.log.c`,
-    logPart: `${p}.log.p`,
-    logAnchor: `${p}.log.anchor`,
-    leaseAnchor: `${p}.lease.anchor`,
+    storeSubjects: [`${p}.s.>`, `${p}.q.>`, `${p}.h.>`, `${p}.e.>`, `${p}.x.>`, `${p}.c.>`, `${p}.meta`],
+    meta: `${p}.meta`,
     wake: `${p}.wake`,
-    stateSubjects: `${st}.>`,
-    head: `${st}.head`,
-    record: (key) => `${st}.rec.${token(key)}`,
-    aggregate: (id) => `${st}.agg.${token(id)}`,
-    event: (id, sequence) => `${st}.ev.${token(id)}.${sequence}`,
-    node: (id) => `${st}.node.${id.toString(36)}`,
-    abort: (logSeq) => `${st}.abort.${logSeq}`,
+    record: (key) => `${s}.${keyTokens(key)}`,
+    recordFilter: (prefix) => prefixFilter(s, prefix),
+    keyOfRecord: (subject) => tokensKey(subject.slice(s.length + 1)),
+    bucket: (ms) => {
+      const { hour, second } = bucketOf(ms);
+      return `${p}.q.${hour}.${second}`;
+    },
+    bucketsOf: (hour) => `${p}.q.${hour}.*`,
+    hourMarker: (hour) => `${p}.h.${hour}`,
+    hourMarkers: `${p}.h.*`,
+    event: (id, sequence) => `${p}.e.${segmentToken(id)}.${sequence}`,
+    events: (id) => `${p}.e.${segmentToken(id)}.*`,
+    deadLetter: (key) => `${x}.${keyTokens(key)}`,
+    claim: (key) => `${p}.c.${keyTokens(key)}`,
+    deadLetterFilter: (prefix) => prefixFilter(x, prefix),
+    keyOfDeadLetter: (subject) => tokensKey(subject.slice(x.length + 1)),
     lease: (key) => `${p}.lease.l.${token(key)}`,
     cursor: (key) => `${p}.lease.c.${token(key)}`,
     clock: `${p}.lease.clock`,
+    leaseAnchor: `${p}.lease.anchor`,
+    legacyStreams: { log: `${p}_log`, state: `${p}_state` },
   };
 }

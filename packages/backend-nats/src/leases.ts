@@ -1,7 +1,32 @@
-import { BackendError, type LeaseBackend, type LeaseGrant, type LeaseHolder } from '@duetime/core';
+import {
+  BackendError,
+  CorruptDataError,
+  type LeaseBackend,
+  type LeaseGrant,
+  type LeaseHolder,
+} from '@duetime/core';
 import type { NatsIo, StoredMessage } from './io.js';
-import type { Layout } from './layout.js';
 import type { ServerClock } from './server-clock.js';
+
+/**
+ * Where leases and the server-clock probe live: a stream and subjects in it. The backend's `Layout` is one
+ * (`<prefix>_lease`, a stream that keeps one message per subject); the JetStream scheduler gives its own
+ * stream, which keeps many messages on other subjects, with `rollup: true`.
+ */
+export interface LeaseLayout {
+  readonly leaseStream: string;
+  /** The subject of the lease `key`. */
+  lease(key: string): string;
+  /** The server-clock probe's subject (see {@link ServerClock}). */
+  readonly clock: string;
+  /**
+   * Whether every write carries `Nats-Rollup: sub`, so that the subject keeps its last message only (for a
+   * stream without `max_msgs_per_subject: 1`; it needs `allow_rollup_hdrs`). Default false.
+   */
+  readonly rollup?: boolean;
+}
+
+const ROLLUP = { 'Nats-Rollup': 'sub' } as const;
 
 /** A lease as stored: who holds it, for how long after this write, and its fencing token. */
 interface LeaseValue {
@@ -32,10 +57,10 @@ interface Observed {
  */
 export class NatsLeases implements LeaseBackend {
   readonly #io: NatsIo;
-  readonly #layout: Layout;
+  readonly #layout: LeaseLayout;
   readonly #clock: ServerClock;
 
-  constructor(io: NatsIo, layout: Layout, clock: ServerClock) {
+  constructor(io: NatsIo, layout: LeaseLayout, clock: ServerClock) {
     this.#io = io;
     this.#layout = layout;
     this.#clock = clock;
@@ -46,7 +71,7 @@ export class NatsLeases implements LeaseBackend {
       this.#io.last(this.#layout.leaseStream, this.#layout.lease(key)),
       this.#clock.now(),
     ]);
-    const value = message ? message.json<LeaseValue>() : undefined;
+    const value = message ? leaseValue(message) : undefined;
     const live =
       message && value && message.time + value.ttl > now
         ? { ...value, token: value.token || message.seq, expiresAt: message.time + value.ttl }
@@ -57,6 +82,7 @@ export class NatsLeases implements LeaseBackend {
   async #write(key: string, value: LeaseValue, expected: number): Promise<number | undefined> {
     const result = await this.#io.publish(this.#layout.lease(key), JSON.stringify(value), {
       expectSubjectSeq: expected,
+      ...(this.#layout.rollup ? { headers: ROLLUP } : {}),
     });
     return result === 'conflict' ? undefined : result.seq;
   }
@@ -120,4 +146,23 @@ export class NatsLeases implements LeaseBackend {
       remainingMs: Math.max(0, Math.min(seen.live.ttl, seen.live.expiresAt - seen.now)),
     };
   }
+}
+
+/** The lease a message holds; a message that is not one is refused, naming its subject and sequence. */
+function leaseValue(message: StoredMessage): LeaseValue {
+  let value: Partial<LeaseValue> | undefined;
+  try {
+    value = message.json<Partial<LeaseValue>>();
+  } catch {}
+  if (
+    typeof value !== 'object' ||
+    value === null ||
+    typeof value.owner !== 'string' ||
+    typeof value.ttl !== 'number' ||
+    typeof value.token !== 'number'
+  )
+    throw new CorruptDataError(
+      `message ${message.seq} on ${message.subject} is not a duetime lease ({ owner, ttl, token } as JSON)`,
+    );
+  return value as LeaseValue;
 }

@@ -1,5 +1,5 @@
 import type { NatsIo } from './io.js';
-import type { Layout } from './layout.js';
+import type { LeaseLayout } from './leases.js';
 
 /**
  * The NATS server's time, as a lower bound: a probe message is published and read back for its server
@@ -13,12 +13,12 @@ import type { Layout } from './layout.js';
  */
 export class ServerClock {
   readonly #io: NatsIo;
-  readonly #layout: Layout;
+  readonly #layout: Pick<LeaseLayout, 'leaseStream' | 'clock' | 'rollup'>;
   readonly #refreshMs: number;
   #sample: { server: number; local: number } | undefined;
   #probe: Promise<{ server: number; local: number }> | undefined;
 
-  constructor(io: NatsIo, layout: Layout, refreshMs = 5000) {
+  constructor(io: NatsIo, layout: Pick<LeaseLayout, 'leaseStream' | 'clock' | 'rollup'>, refreshMs = 5000) {
     this.#io = io;
     this.#layout = layout;
     this.#refreshMs = refreshMs;
@@ -38,7 +38,11 @@ export class ServerClock {
   }
 
   async #measure(): Promise<{ server: number; local: number }> {
-    await this.#io.publish(this.#layout.clock, '');
+    await this.#io.publish(
+      this.#layout.clock,
+      '',
+      this.#layout.rollup ? { headers: { 'Nats-Rollup': 'sub' } } : {},
+    );
     // The last probe on the subject is ours or a later one: either was stored before this read returns.
     const m = await this.#io.last(this.#layout.leaseStream, this.#layout.clock);
     const local = performance.now();

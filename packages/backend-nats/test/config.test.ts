@@ -1,11 +1,19 @@
 import { createServer, type Server } from 'node:net';
 import { freshNamespace } from '@duetime/conformance';
-import { BackendError, InvalidArgumentError } from '@duetime/core';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { BackendError, InvalidArgumentError, NotSupportedError } from '@duetime/core';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, describe, expect, it } from 'vitest';
-import { connectNats, createNatsBackend, deleteNatsBackendData, type NatsTarget } from '../src/index.js';
+import {
+  connectNats,
+  createNatsBackend,
+  createNatsCoordination,
+  deleteNatsBackendData,
+  LegacyStoreError,
+  type NatsTarget,
+  StreamMismatchError,
+} from '../src/index.js';
 import { freePort } from '../src/testing.js';
-import { NATS_URL } from './adapter.js';
+import { NATS_STORE_URL, NATS_URL } from './adapter.js';
 
 async function rejection(promise: Promise<unknown>): Promise<unknown> {
   return promise.then(
@@ -19,9 +27,11 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
 describe('createNatsBackend: bad input and unreachable servers', () => {
   const prefixes: string[] = [];
   afterAll(async () => {
-    const nc = await connectNats(NATS_URL);
-    for (const prefix of prefixes) await deleteNatsBackendData(nc, prefix).catch(() => {});
-    await nc.close();
+    for (const url of [NATS_URL, NATS_STORE_URL]) {
+      const nc = await connectNats(url);
+      for (const prefix of prefixes) await deleteNatsBackendData(nc, prefix).catch(() => {});
+      await nc.close();
+    }
   });
 
   it.each([
@@ -53,20 +63,22 @@ describe('createNatsBackend: bad input and unreachable servers', () => {
     [{ requestTimeoutMs: -1 }, 'options.requestTimeoutMs'],
     [{ commitTimeoutMs: 1.5 }, 'options.commitTimeoutMs'],
     [{ stallMs: 0 }, 'options.stallMs'],
+    [{ replicas: 0 }, 'options.replicas'],
+    [{ prefixx: 'typo' }, 'options.prefixx'],
     // Longer than a Node.js timer keeps: it would fire after 1 ms.
     [{ requestTimeoutMs: 2 ** 31 }, 'options.requestTimeoutMs'],
     [{ commitTimeoutMs: 2 ** 31 }, 'options.commitTimeoutMs'],
     [{ connectTimeoutMs: 2 ** 31 }, 'connectTimeoutMs'],
     [{ storage: 'disk' }, 'options.storage'],
   ])('rejects options %j with an InvalidArgumentError naming %s', async (options, field) => {
-    const error = await rejection(createNatsBackend({ servers: NATS_URL }, options as never));
+    const error = await rejection(createNatsBackend({ servers: NATS_STORE_URL }, options as never));
     expect(error).toMatchObject({ code: 'DUETIME_INVALID_ARGUMENT', field });
   });
 
   it.each([[null], [42], ['prefix'], [[]]])(
     'rejects options %j that are not an object with an InvalidArgumentError (found by the reliability suite)',
     async (options) => {
-      const error = await rejection(createNatsBackend({ servers: NATS_URL }, options as never));
+      const error = await rejection(createNatsBackend({ servers: NATS_STORE_URL }, options as never));
       expect(error).toMatchObject({ code: 'DUETIME_INVALID_ARGUMENT', field: 'options' });
     },
   );
@@ -90,7 +102,8 @@ describe('createNatsBackend: bad input and unreachable servers', () => {
     expect(error).toBeInstanceOf(BackendError);
     expect(error).toMatchObject({ code: 'DUETIME_BACKEND', transient: true });
     expect((error as BackendError).operation).toBe(`connect to nats://127.0.0.1:${port}`);
-    expect((error as Error).message).toMatch(/connection refused.*scripts\/services\.sh up/);
+    expect((error as Error).message).toMatch(/connection refused.*nats-server -js/);
+    expect((error as Error).message).not.toContain('scripts/');
   });
 
   it('gives up on a server that accepts the connection but never speaks, within connectTimeoutMs', async () => {
@@ -116,17 +129,13 @@ describe('createNatsBackend: bad input and unreachable servers', () => {
   });
 
   it('uses the application’s connection and never closes it; close() is idempotent', async () => {
-    const nc = await connectNats(NATS_URL);
+    const nc = await connectNats(NATS_STORE_URL);
     const prefix = freshNamespace();
     prefixes.push(prefix);
     const backend = await createNatsBackend({ connection: nc }, { prefix });
     await backend.store.transact((tx) => tx.schedule('k', new Date(), { type: 't', aggregateId: 'a' }));
     expect(backend.server.version).toMatch(/^\d+\.\d+\.\d+/);
-    expect(backend.streams).toEqual({
-      log: `${prefix}_log`,
-      state: `${prefix}_state`,
-      lease: `${prefix}_lease`,
-    });
+    expect(backend.streams).toEqual({ store: `${prefix}_store`, lease: `${prefix}_lease` });
     await backend.close();
     await backend.close();
     expect(nc.isClosed()).toBe(false);
@@ -138,21 +147,77 @@ describe('createNatsBackend: bad input and unreachable servers', () => {
     await nc.close();
   });
 
-  it('refuses a stream of another shape already using its name, naming the stream', async () => {
+  it('refuses a stream of another shape already using its name, naming the setting, and leaves it as it was', async () => {
     const prefix = freshNamespace();
     prefixes.push(prefix);
-    const nc = await connectNats(NATS_URL);
+    const nc = await connectNats(NATS_STORE_URL);
+    try {
+      const jsm = await jetstreamManager(nc);
+      // The store's subjects, but without atomic batches (and a message in it).
+      await jsm.streams.add({ name: `${prefix}_store`, subjects: [`${prefix}.s.>`, `${prefix}.q.>`] });
+      await jetstream(nc).publish(`${prefix}.s.k`, 'not duetime');
+      const error = await rejection(createNatsBackend({ connection: nc }, { prefix }));
+      expect(error).toBeInstanceOf(StreamMismatchError);
+      expect(error).toMatchObject({ code: 'DUETIME_INVALID_ARGUMENT', stream: `${prefix}_store` });
+      expect((error as Error).message).toMatch(/subjects is .*expected/);
+      expect((error as Error).message).toMatch(/allow_atomic is false, expected true/);
+      const info = await jsm.streams.info(`${prefix}_store`);
+      expect(info.config.allow_atomic).not.toBe(true);
+      expect(info.state.messages).toBe(1);
+      expect(nc.isClosed()).toBe(false);
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it('refuses a store stream with other replicas or storage than asked, naming the setting', async () => {
+    const prefix = freshNamespace();
+    prefixes.push(prefix);
+    const first = await createNatsBackend({ servers: NATS_STORE_URL }, { prefix, storage: 'memory' });
+    await first.close();
+    const error = await rejection(createNatsBackend({ servers: NATS_STORE_URL }, { prefix }));
+    expect(error).toBeInstanceOf(StreamMismatchError);
+    expect((error as Error).message).toMatch(/storage is "memory", expected "file"/);
+  });
+
+  it('refuses a server older than 2.12 for the store, naming its version and the feature, and gives leases and cursors there', async () => {
+    const prefix = freshNamespace();
+    prefixes.push(prefix);
+    const error = await rejection(createNatsBackend({ servers: NATS_URL }, { prefix }));
+    expect(error).toBeInstanceOf(NotSupportedError);
+    expect((error as Error).message).toMatch(
+      /runs 2\.\d+\.\d+; the duetime store needs NATS 2\.12\.0 or later \(atomic batch publish/,
+    );
+    const coordination = await createNatsCoordination({ servers: NATS_URL }, { prefix });
+    try {
+      const grant = await coordination.leases.acquire('old/lease', 'me', 5000);
+      expect(grant?.token).toBeGreaterThan(0);
+      await coordination.cursors.advance('old/cursor', new Date(1000), 60_000);
+      expect(await coordination.cursors.read('old/cursor')).toEqual(new Date(1000));
+    } finally {
+      await coordination.close();
+    }
+  });
+
+  it('refuses a prefix holding a store of the earlier format, naming the command that moves it', async () => {
+    const prefix = freshNamespace();
+    prefixes.push(prefix);
+    const nc = await connectNats(NATS_STORE_URL);
     try {
       const jsm = await jetstreamManager(nc);
       await jsm.streams.add({
         name: `${prefix}_state`,
         subjects: [`${prefix}.st.>`],
-        max_msgs_per_subject: 5,
+        max_msgs_per_subject: 2,
       });
       const error = await rejection(createNatsBackend({ connection: nc }, { prefix }));
-      expect(error).toMatchObject({ code: 'DUETIME_BACKEND' });
-      expect((error as Error).message).toContain(`${prefix}_state`);
-      expect(nc.isClosed()).toBe(false);
+      expect(error).toBeInstanceOf(LegacyStoreError);
+      expect(error).toMatchObject({ code: 'DUETIME_NOT_SUPPORTED', prefix });
+      expect((error as Error).message).toContain(
+        `duetime migrate --backend 'nats://<host>:<port>?prefix=${prefix}'`,
+      );
+      // Nothing was created beside it.
+      await expect(jsm.streams.info(`${prefix}_store`)).rejects.toThrow(/not found/);
     } finally {
       await nc.close();
     }

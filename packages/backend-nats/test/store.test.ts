@@ -1,10 +1,10 @@
 import { freshNamespace, waitFor } from '@duetime/conformance';
-import { aggregate, type Backend, type Message, type StoreChange } from '@duetime/core';
+import { aggregate, type Backend, BackendError, type Message, type StoreChange } from '@duetime/core';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { connectNats } from '../src/index.js';
 import { NatsIo } from '../src/io.js';
 import { layout } from '../src/layout.js';
-import { deleteOpened, NATS_URL, openOn } from './adapter.js';
+import { deleteOpened, NATS_STORE_URL, openOn } from './adapter.js';
 
 const HOUR = 3_600_000;
 const counter = aggregate({ type: 'counter', initial: 0, apply: { added: (n: number) => n + 1 } });
@@ -14,19 +14,28 @@ const msg = (id: string, data?: unknown): Message => ({
   ...(data ? { data } : {}),
 });
 
-/** Resolves when released; lets two transactions interleave at chosen points. */
-function gate() {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  return { open, opened };
+/** The subjects of the store stream that hold messages, by kind (`s`, `q`, `h`, `e`, `x`, `meta`). */
+async function subjectsByKind(namespace: string): Promise<Map<string, string[]>> {
+  const nc = await connectNats(NATS_STORE_URL);
+  try {
+    const io = await NatsIo.open(nc, 5000);
+    const l = layout(namespace);
+    const subjects = await io.subjects(l.storeStream, `${namespace}.>`);
+    const byKind = new Map<string, string[]>();
+    for (const subject of subjects.keys()) {
+      const kind = subject.split('.')[1] as string;
+      byKind.set(kind, [...(byKind.get(kind) ?? []), subject]);
+    }
+    return byKind;
+  } finally {
+    await nc.close();
+  }
 }
 
 describe('nats store driver', () => {
   const backends: Backend[] = [];
   async function open(namespace = freshNamespace()): Promise<Backend & { namespace: string }> {
-    const backend = await openOn(NATS_URL, namespace);
+    const backend = await openOn(NATS_STORE_URL, namespace);
     backends.push(backend);
     return Object.assign(backend, { namespace });
   }
@@ -35,72 +44,13 @@ describe('nats store driver', () => {
   });
   afterAll(deleteOpened, 60_000);
 
-  it('is serializable: two transactions that each act on having read the other’s key absent never both commit', async () => {
-    const first = await open();
-    const second = await open(first.namespace);
-    // Invariant: at most one of shift/a and shift/b. Each transaction reads the other's key, waits until
-    // both have read, then takes its own. Snapshot isolation would let both commit (write skew).
-    const bothRead = [gate(), gate()];
-    const take = (backend: Backend, mine: string, other: string, index: number) => {
-      let runs = 0;
-      return backend.store
-        .transact(async (tx) => {
-          runs++;
-          const taken = await tx.loadSchedule(other);
-          if (runs === 1) {
-            bothRead[index]?.open();
-            await Promise.all(bothRead.map((g) => g.opened));
-          }
-          if (!taken) await tx.schedule(mine, new Date(Date.now() + HOUR), msg(mine));
-        })
-        .then(() => runs);
-    };
-    const runs = await Promise.all([
-      take(first, 'shift/a', 'shift/b', 0),
-      take(second, 'shift/b', 'shift/a', 1),
-    ]);
-    const keys = (await first.store.listSchedules()).map((s) => s.key);
-    expect(keys).toHaveLength(1);
-    // The transaction that lost was re-run and saw the winner's key.
-    expect(runs.sort()).toEqual([1, 2]);
-  });
-
-  it('validates what a prefix cancellation counted: a key added under the prefix concurrently forces a re-run', async () => {
-    const first = await open();
-    const second = await open(first.namespace);
-    const at = new Date(Date.now() + HOUR);
-    await first.store.transact(async (tx) => {
-      for (const key of ['p/1', 'p/2', 'p/3']) await tx.schedule(key, at, msg(key));
-    });
-    const counted = gate();
-    const added = gate();
-    const counts: number[] = [];
-    const cancelling = first.store.transact(async (tx) => {
-      const n = await tx.cancelSchedulePrefix('p/');
-      counts.push(n);
-      if (counts.length === 1) {
-        counted.open();
-        await added.opened;
-      }
-      return n;
-    });
-    await counted.opened;
-    await second.store.transact((tx) => tx.schedule('p/new', at, msg('p/new')));
-    added.open();
-    const returned = await cancelling;
-    // The first count (3) missed p/new, which committed first; the re-run counted and cancelled all four.
-    expect(counts).toEqual([3, 4]);
-    expect(returned).toBe(4);
-    expect(await first.store.listSchedules()).toEqual([]);
-  });
-
-  it('pages through thousands of schedules across many index nodes in (at, key) order, by due time too', async () => {
+  it('pages through thousands of schedules in (at, key) order, and answers the due index by due time', async () => {
     const { store } = await open();
     const base = Date.now() + HOUR;
     const count = 1500;
-    for (let batch = 0; batch < count; batch += 500)
+    for (let batch = 0; batch < count; batch += 300)
       await store.transact(async (tx) => {
-        for (let i = batch; i < batch + 500; i++)
+        for (let i = batch; i < batch + 300; i++)
           await tx.schedule(
             `page/${String(i % 37).padStart(2, '0')}/${i}`,
             new Date(base + (i % 250) * 1000),
@@ -125,63 +75,74 @@ describe('nats store driver', () => {
     const prefixed = (await store.pageSchedules({ prefix: 'page/05/', through, limit: 10_000 })).items;
     const expected = seen.filter((s) => s.key.startsWith('page/05/') && s.at <= through.getTime());
     expect(prefixed.map((s) => s.key)).toEqual(expected.map((s) => s.key));
-    // The due index: earliest first, and a failure record moves one schedule behind the others.
+
+    // The due index: the first second's schedules, and nothing of later seconds.
     const first = (await store.driver.dueSchedules(new Date(base), 1000)).map((s) => s.key);
-    expect(first).toEqual(seen.filter((s) => s.at === base).map((s) => s.key));
-    const moved = (await store.loadSchedule(first[0] as string))!;
-    expect(
-      await store.driver.recordFailure(moved.key, moved.version, {
-        attempts: 1,
-        dueAt: new Date(base + 500),
-        error: 'x',
-      }),
-    ).toBe(true);
-    expect(
-      await store.driver.recordFailure(moved.key, moved.version + 1, {
-        attempts: 1,
-        dueAt: new Date(base),
-        error: 'x',
-      }),
-    ).toBe(false);
-    const due = (await store.driver.dueSchedules(new Date(base + 500), 1000)).map((s) => s.key);
-    expect(due).toEqual([...first.slice(1), moved.key]);
+    expect(first.sort()).toEqual(seen.filter((s) => s.at === base).map((s) => s.key));
     expect(await store.driver.nextDueAt()).toEqual(new Date(base));
-    expect(await store.transact((tx) => tx.cancelSchedulePrefix('page/'))).toBe(count);
+    // A failed attempt moves one schedule behind the others of its second, atomically with its part.
+    const delivery = await store.driver.deliver(new Date(base), 1);
+    const claimed = delivery.claimed[0]!;
+    for (const s of delivery.claimed)
+      await delivery.restore(s, { attempts: 1, dueAt: new Date(base + 1500), error: 'x' });
+    await delivery.commit();
+    const moved = await store.loadSchedule(claimed.key);
+    expect(moved).toMatchObject({ version: claimed.version, attempts: 1, lastError: 'x' });
+    expect(moved?.dueAt).toEqual(new Date(base + 1500));
+    const due = (await store.driver.dueSchedules(new Date(base + 999), 1000)).map((s) => s.key);
+    expect(due.sort()).toEqual(first.filter((k) => k !== claimed.key).sort());
+    expect((await store.driver.dueSchedules(new Date(base + 1500), 1000)).map((s) => s.key)).toContain(
+      claimed.key,
+    );
+
+    // One transaction writes at most 1,000 messages (one atomic batch): cancel a tenth at a time.
+    let cancelled = 0;
+    for (let d = 0; d < 4; d++)
+      cancelled += await store.transact((tx) => tx.cancelSchedulePrefix(`page/${d}`));
+    expect(cancelled).toBe(count);
     expect(await store.driver.nextDueAt()).toBeUndefined();
   }, 120_000);
 
-  it('commits a transaction larger than one NATS message, all or nothing, and cleans up its parts', async () => {
+  it('removes the due index of what was delivered: no stale entries or hour markers stay behind', async () => {
     const backend = await open();
     const { store } = backend;
-    const big = 'z'.repeat(250_000);
+    const past = Date.now() - 10_000;
     await store.transact(async (tx) => {
-      for (let i = 0; i < 6; i++)
-        await tx.schedule(`big/${i}`, new Date(Date.now() + HOUR), msg(`big${i}`, big));
-      await tx.exec(counter, 'big-counter', (_s, ag) => ag.raise('added', { big }));
+      for (let i = 0; i < 50; i++) await tx.schedule(`gone/${i}`, new Date(past + (i % 5) * 1000), msg('g'));
     });
-    const loaded = await store.listSchedules();
-    expect(loaded.map((s) => s.key)).toEqual(['big/0', 'big/1', 'big/2', 'big/3', 'big/4', 'big/5']);
-    expect(loaded.every((s) => s.message.data === big)).toBe(true);
-    expect((await store.loadEvents('big-counter'))[0]?.data).toEqual({ big });
-    await expect(
-      store.transact(async (tx) => {
-        for (let i = 0; i < 6; i++) await tx.schedule(`big2/${i}`, new Date(), msg(`b${i}`, big));
-        throw new Error('abandon');
-      }),
-    ).rejects.toThrow('abandon');
-    expect(await store.listSchedules()).toHaveLength(6);
-    // The parts of the applied transaction are removed from the log.
-    const nc = await connectNats(NATS_URL);
-    try {
-      const io = await NatsIo.open(nc, 5000);
-      const l = layout(backend.namespace);
-      await waitFor('the log to keep only its anchor and last commit', async () => {
-        const info = await io.jsm.streams.info(l.logStream);
-        return info.state.messages <= 2;
-      });
-    } finally {
-      await nc.close();
+    // Cancelled and replaced ones leave stale entries behind, too.
+    await store.transact(async (tx) => {
+      for (let i = 0; i < 10; i++) await tx.cancelSchedule(`gone/${i}`);
+      for (let i = 10; i < 20; i++) await tx.schedule(`gone/${i}`, new Date(past + 2500), msg('g'));
+    });
+    let drained = 0;
+    for (let round = 0; round < 10 && drained < 40; round++) {
+      const delivery = await store.driver.deliver(new Date(), 100);
+      drained += delivery.claimed.length;
+      await delivery.commit();
     }
+    expect(drained).toBe(40);
+    expect(await store.driver.nextDueAt()).toBeUndefined();
+    await waitFor('the due index to be purged', async () => {
+      const kinds = await subjectsByKind(backend.namespace);
+      return !kinds.has('q') && !kinds.has('h');
+    });
+  });
+
+  it('refuses a transaction of more messages than one atomic batch takes, committing nothing', async () => {
+    const { store } = await open();
+    const at = new Date(Date.now() + HOUR);
+    const error = await store
+      .transact(async (tx) => {
+        for (let i = 0; i < 1200; i++) await tx.schedule(`huge/${i}`, at, msg('h'));
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(error).toBeInstanceOf(BackendError);
+    expect((error as Error).message).toMatch(/more than the 1000 of one NATS atomic batch/);
+    expect(await store.listSchedules()).toEqual([]);
   });
 
   it('keeps an aggregate’s events gapless when instances append concurrently (conflicts re-run)', async () => {
@@ -197,6 +158,21 @@ describe('nats store driver', () => {
     const events = await first.store.loadEvents('shared-counter');
     expect(events.map((e) => e.sequence)).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
     expect(new Set(events.map((e) => (e.data as { i: number }).i)).size).toBe(30);
+  });
+
+  it('numbers versions by stream sequence: they only grow per key, across consumption and replacement', async () => {
+    const { store } = await open();
+    const versions: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      await store.transact((tx) => tx.schedule('v/1', new Date(Date.now() - 1000), msg('v')));
+      versions.push((await store.loadSchedule('v/1'))!.version);
+      const delivery = await store.driver.deliver(new Date(), 10);
+      expect(delivery.claimed.map((s) => s.key)).toEqual(['v/1']);
+      await delivery.commit();
+      expect(await store.loadSchedule('v/1')).toBeUndefined();
+    }
+    expect(versions).toEqual([...versions].sort((a, b) => a - b));
+    expect(new Set(versions).size).toBe(3);
   });
 
   it('tells other instances about commits that schedule, with the earliest deadline', async () => {

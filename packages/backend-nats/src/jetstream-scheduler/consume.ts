@@ -1,4 +1,12 @@
-import { duration, InvalidArgumentError, type Logger, MAX_TIMER_MS, positiveInteger } from '@duetime/core';
+import {
+  CorruptDataError,
+  DuetimeError,
+  duration,
+  InvalidArgumentError,
+  type Logger,
+  MAX_TIMER_MS,
+  positiveInteger,
+} from '@duetime/core';
 import {
   AckPolicy,
   DeliverPolicy,
@@ -33,7 +41,11 @@ export interface FiredInfo {
 
 /** Context given to the dead-letter handler. */
 export interface DeadLetterInfo extends FiredInfo {
-  /** The error the last attempt threw (for `terminal` and `max_deliver`) or why it could not be decoded. */
+  /**
+   * The error the last attempt threw (for `terminal` and `max_deliver`); for `undecodable`, a
+   * `CorruptDataError` (`DUETIME_CORRUPT_DATA`) saying why; for a delivery beyond `maxDeliver` whose
+   * previous attempt never finished, a `DuetimeError` with code `DUETIME_TIMEOUT`.
+   */
   error: unknown;
   /** The decoded payload, or the raw bytes when it was not JSON. */
   payload: unknown;
@@ -208,9 +220,15 @@ async function handleOne(
     }
   };
 
-  if (decodeError !== undefined) return deadLetter('undecodable', new Error(decodeError));
+  if (decodeError !== undefined) return deadLetter('undecodable', new CorruptDataError(decodeError));
   if (deliveries > s.maxDeliver)
-    return deadLetter('max_deliver', new Error('the process handling the last delivery did not finish'));
+    return deadLetter(
+      'max_deliver',
+      new DuetimeError(
+        'DUETIME_TIMEOUT',
+        `delivery ${deliveries - 1} of ${info.firedId} was not acknowledged within ackWait (the process handling it stopped or stalled)`,
+      ),
+    );
 
   const keepAlive = setInterval(() => m.working(), Math.max(500, Math.floor(s.ackWait / 3)));
   keepAlive.unref?.();

@@ -24,6 +24,4 @@ export const H = {
   cron: 'Duetime-Cron',
   /** Cron expression (definitions and fired messages), so a consumer can tell which tick fired. */
   cronExpr: 'Duetime-Cron-Expr',
-  /** Emulated pump's lease owner id (on the lease subject only). */
-  owner: 'Duetime-Owner',
 } as const;

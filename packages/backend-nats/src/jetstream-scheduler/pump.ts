@@ -1,4 +1,4 @@
-import type { Clock, Logger } from '@duetime/core';
+import { type Clock, DueHeap, type HeapItem, type Logger, sleep } from '@duetime/core';
 import {
   DeliverPolicy,
   type JetStreamClient,
@@ -10,10 +10,9 @@ import {
 import { headers, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { parseCron6 } from './cron.js';
 import { deleteOnSubject, deleteSequence } from './delete.js';
-import { type DueEntry, DueHeap } from './due-heap.js';
 import { isWrongLastSequence } from './errors.js';
 import { H } from './headers.js';
-import { PumpLease } from './lease.js';
+import { openPumpLease, type PumpLease } from './lease.js';
 import type { SubjectLayout } from './subjects.js';
 
 export interface PumpOptions {
@@ -32,15 +31,29 @@ export interface PumpOptions {
   logger: Logger;
 }
 
+/** A pending definition as the pump tracks it: only what is needed to find it again when it falls due. */
+interface DueEntry extends HeapItem {
+  /** When to look at it (epoch ms): its due instant, or a retry time after a failure. */
+  due: number;
+  /** The definition's stream sequence. */
+  seq: number;
+  kind: 'once' | 'cron';
+}
+
 /** How long to wait before looking at a definition again after a failure. */
 const RETRY_MS = 500;
 /** Longest wait between two looks at the heap when nothing wakes the pump. */
 const IDLE_MS = 1_000;
 
 /**
- * The emulated scheduler for servers without ADR-51 message schedules: one process per stream, elected by a
- * {@link PumpLease}, follows the definitions with ordered consumers, keeps a heap of (due, sequence), and
- * fires each due definition to its target fire subject.
+ * The emulated scheduler for servers without ADR-51 message schedules: one process per stream, elected by
+ * the pump's lease ({@link openPumpLease}: the package's NATS leases held by core's `LeaseManager`),
+ * follows the definitions with ordered consumers, keeps a heap of (due, sequence), and fires each due
+ * definition to its target fire subject.
+ *
+ * Every candidate asks for the lease every `leaseTtl / 3`. A term of pumping ({@link PumpRun}) belongs to
+ * one holding of the lease: it fires only while that holding is valid, and stops when it ends (lost,
+ * expired or released); a later holding starts a new term, which reads the definitions afresh.
  *
  * Crash safety: the fire is published first, with `Nats-Msg-Id` derived from the definition and its due
  * instant; only then is a one-shot definition deleted or a cron definition advanced (conditionally on its
@@ -54,67 +67,20 @@ const IDLE_MS = 1_000;
  */
 export class EmulatedPump {
   readonly #o: PumpOptions;
-  readonly #lease: PumpLease;
+  readonly #abort = new AbortController();
+  #lease: PumpLease | undefined;
+  #campaign: Promise<void> | undefined;
   #run: PumpRun | undefined;
   #fired = 0;
   #stopped = false;
 
   constructor(options: PumpOptions) {
     this.#o = options;
-    this.#lease = new PumpLease({
-      connection: options.connection,
-      stream: options.stream,
-      subject: options.layout.pump,
-      owner: options.owner,
-      ttlMs: options.leaseTtlMs,
-      clock: options.clock,
-      logger: options.logger,
-      events: {
-        acquired: () => {
-          if (this.#run) return;
-          options.logger.info('jetstream scheduler: this process now runs the pump', {
-            owner: options.owner,
-          });
-          this.#startRun();
-        },
-        lost: () => {
-          options.logger.info('jetstream scheduler: this process no longer runs the pump', {
-            owner: options.owner,
-          });
-          void this.#run?.stop();
-          this.#run = undefined;
-        },
-      },
-    });
   }
 
-  /** Starts a term of pumping; a term that breaks (its view of the definitions lost) is replaced. */
-  #startRun(): void {
-    const run: PumpRun = new PumpRun(
-      this.#o,
-      () => this.#lease.isLeader,
-      () => this.#fired++,
-      () => {
-        if (this.#run !== run) return;
-        this.#run = undefined;
-        void run.stop().then(() => {
-          // Retry while this process holds the lease; a lost lease starts the next term on acquisition.
-          const retry = () => {
-            if (this.#stopped || this.#run || !this.#lease.holding) return;
-            if (this.#lease.isLeader) this.#startRun();
-            else this.#o.clock.setTimer(RETRY_MS, retry);
-          };
-          this.#o.clock.setTimer(RETRY_MS, retry);
-        });
-      },
-    );
-    this.#run = run;
-    run.start();
-  }
-
-  /** Whether this process currently runs the pump. */
+  /** Whether this process currently runs the pump: it holds the lease and the holding is still valid. */
   get isLeader(): boolean {
-    return this.#lease.isLeader;
+    return this.#lease?.lease.held ?? false;
   }
 
   /** Messages this process has fired so far (duplicates the stream dropped included). */
@@ -123,15 +89,86 @@ export class EmulatedPump {
   }
 
   start(): void {
-    this.#lease.start();
+    this.#campaign ??= this.#candidate();
   }
 
   async stop(): Promise<void> {
     this.#stopped = true;
+    this.#abort.abort();
+    await this.#campaign;
     const run = this.#run;
     this.#run = undefined;
     await run?.stop();
-    await this.#lease.stop();
+    const pumpLease = this.#lease;
+    if (!pumpLease) return;
+    // Released, not left to expire: the next candidate takes over at once.
+    await pumpLease.lease.release().catch((error: unknown) => {
+      this.#o.logger.warn('jetstream scheduler: could not release the pump lease; it expires by itself', {
+        error,
+      });
+    });
+    pumpLease.lease.close();
+    pumpLease.io.close();
+  }
+
+  /** Asks for the lease every `ttl / 3` (a no-op while held: core's LeaseManager renews it) until stopped. */
+  async #candidate(): Promise<void> {
+    const { clock, logger } = this.#o;
+    const period = Math.max(10, Math.floor(this.#o.leaseTtlMs / 3));
+    const signal = this.#abort.signal;
+    while (!signal.aborted) {
+      try {
+        this.#lease ??= await openPumpLease({
+          connection: this.#o.connection,
+          stream: this.#o.stream,
+          layout: this.#o.layout,
+          owner: this.#o.owner,
+          ttlMs: this.#o.leaseTtlMs,
+          clock,
+          logger,
+        });
+        if (!signal.aborted && (await this.#lease.lease.acquire())) this.#startRun();
+      } catch (error) {
+        if (!signal.aborted) logger.warn('jetstream scheduler: pump lease check failed', { error });
+      }
+      await sleep(clock, period, signal);
+    }
+  }
+
+  /** Starts a term for the current holding, unless one runs; it stops when the holding ends. */
+  #startRun(): void {
+    const lease = this.#lease?.lease;
+    if (this.#stopped || this.#run || !lease?.held) return;
+    const holding = lease.signal; // aborted when this holding ends, whatever the reason
+    const run: PumpRun = new PumpRun(
+      this.#o,
+      () => lease.held && !holding.aborted,
+      () => this.#fired++,
+      () => {
+        // The term's view of the definitions broke: a new term, while the holding lasts.
+        if (this.#run !== run) return;
+        this.#run = undefined;
+        void run.stop().then(() => {
+          if (!holding.aborted) this.#o.clock.setTimer(RETRY_MS, () => this.#startRun());
+        });
+      },
+    );
+    this.#run = run;
+    this.#o.logger.info('jetstream scheduler: this process now runs the pump', { owner: this.#o.owner });
+    holding.addEventListener(
+      'abort',
+      () => {
+        if (this.#run !== run) return;
+        this.#o.logger.info('jetstream scheduler: this process no longer runs the pump', {
+          owner: this.#o.owner,
+          reason: (holding.reason as { reason?: unknown } | undefined)?.reason,
+        });
+        this.#run = undefined;
+        void run.stop();
+      },
+      { once: true },
+    );
+    run.start();
   }
 }
 
@@ -143,7 +180,7 @@ class PumpRun {
   readonly #onBroken: () => void;
   readonly #js: JetStreamClient;
   #jsm: JetStreamManager | undefined;
-  readonly #heap = new DueHeap();
+  readonly #heap = new DueHeap<DueEntry>();
   readonly #abort = new AbortController();
   readonly #stoppers: Array<() => Promise<void>> = [];
   #wake: (() => void) | undefined;
@@ -183,7 +220,7 @@ class PumpRun {
       const top = this.#heap.peek();
       const now = this.#o.clock.now();
       const leader = this.#isLeader();
-      if (top && top.at <= now && leader && inflight.size < this.#o.concurrency) {
+      if (top && top.due <= now && leader && inflight.size < this.#o.concurrency) {
         this.#heap.pop();
         const task: Promise<void> = this.#process(top).finally(() => {
           inflight.delete(task);
@@ -193,7 +230,7 @@ class PumpRun {
         continue;
       }
       if (inflight.size >= this.#o.concurrency) await Promise.race(inflight);
-      else await this.#sleep(top && leader ? Math.min(top.at - now, IDLE_MS) : IDLE_MS);
+      else await this.#sleep(top && leader ? Math.min(top.due - now, IDLE_MS) : IDLE_MS);
     }
     await Promise.allSettled(inflight);
   }
@@ -231,8 +268,8 @@ class PumpRun {
       return;
     }
     const top = this.#heap.peek();
-    this.#heap.push({ at: due, seq: m.seq, kind });
-    if (!top || due < top.at) this.#wake?.();
+    this.#heap.upsert({ due, seq: m.seq, kind, heapIndex: -1 });
+    if (!top || due < top.due) this.#wake?.();
   }
 
   #sleep(ms: number): Promise<void> {
@@ -255,7 +292,7 @@ class PumpRun {
       const msg = await jsm.streams.getMessage(this.#o.stream, { seq: entry.seq });
       if (!msg) return; // already fired, replaced or cancelled
       if (!this.#isLeader()) {
-        this.#heap.push(entry);
+        this.#heap.upsert(entry); // popped, so out of the heap: it goes back in
         return;
       }
       if (await this.#superseded(entry, msg.subject)) return;
@@ -264,7 +301,8 @@ class PumpRun {
     } catch (error) {
       if (this.#abort.signal.aborted) return;
       this.#o.logger.warn('jetstream scheduler: pump will retry a definition', { seq: entry.seq, error });
-      this.#heap.push({ ...entry, at: this.#o.clock.now() + RETRY_MS });
+      entry.due = this.#o.clock.now() + RETRY_MS;
+      this.#heap.upsert(entry);
     }
   }
 

@@ -77,6 +77,7 @@ export async function ensureSchedulerStream(
       max_age: 0,
       discard: 'old' as StreamConfig['discard'],
       allow_rollup_hdrs: true,
+      allow_direct: true,
       duplicate_window: settings.duplicateWindowMs * NS_PER_MS,
       num_replicas: settings.replicas,
       storage: settings.storage as StreamConfig['storage'],
@@ -142,13 +143,16 @@ async function completeExisting(
       requested,
       `stream ${name} was created without message schedules (emulated mode) and may hold definitions only the pump fires; use mode "auto" or another prefix`,
     );
+  // Completed, never narrowed: subjects this version uses are added (an earlier one's stay), and the pump's
+  // lease needs rollup headers and direct get (it reads the lease and the server-clock probe with it).
   const missing = settings.layout.streamSubjects.filter((s) => !(config.subjects ?? []).includes(s));
-  if (missing.length === 0 && config.allow_rollup_hdrs) return info;
+  if (missing.length === 0 && config.allow_rollup_hdrs && config.allow_direct) return info;
   try {
     return await jsm.streams.update(name, {
       ...config,
       subjects: [...(config.subjects ?? []), ...missing],
       allow_rollup_hdrs: true,
+      allow_direct: true,
     });
   } catch (error) {
     throw toBackendError(`update stream ${name}`, error);

@@ -105,20 +105,23 @@ export class SubjectLayout {
   readonly cronAll: string;
   /** Fired deliveries: `<prefix>.sched.fire.<key>`. */
   readonly fireAll: string;
-  /** The emulated pump's lease: `<prefix>.sched.pump`. */
-  readonly pump: string;
+  /** The emulated pump's lease: `<prefix>.sched.lease` (one message, rolled up on every write). */
+  readonly lease: string;
+  /** The server-clock probe the lease is judged by: `<prefix>.sched.clock` (one message, rolled up). */
+  readonly clock: string;
 
   constructor(prefix: string) {
     this.prefix = prefix;
     this.onceAll = `${prefix}.sched.once.*.*`;
     this.cronAll = `${prefix}.sched.cron.*`;
     this.fireAll = `${prefix}.sched.fire.*`;
-    this.pump = `${prefix}.sched.pump`;
+    this.lease = `${prefix}.sched.lease`;
+    this.clock = `${prefix}.sched.clock`;
   }
 
   /** The stream's subjects. */
   get streamSubjects(): string[] {
-    return [this.onceAll, this.cronAll, this.fireAll, this.pump];
+    return [this.onceAll, this.cronAll, this.fireAll, this.lease, this.clock];
   }
 
   once(keyToken: string, timerId: string): string {

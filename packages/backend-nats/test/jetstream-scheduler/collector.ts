@@ -1,4 +1,5 @@
 import type {
+  ConsumeFiredOptions,
   DeadLetterReason,
   FiredConsumer,
   FiredInfo,
@@ -37,7 +38,7 @@ export class Collector {
     durable: string,
     maxDeliver = 5,
     behave: (call: Call) => unknown = () => undefined,
-    options: { retryDelay?: number; concurrency?: number } = { retryDelay: 50 },
+    options: ConsumeFiredOptions = { retryDelay: 50 },
   ): Promise<Collector> {
     const collector = new Collector();
     collector.consumer = await scheduler.consumeFired(

@@ -206,7 +206,13 @@ describe('JetStream scheduler, bad input and unreachable servers', () => {
 const absent = !newServer.available;
 if (absent) reportNotRun('JetStream scheduler, mode checks on NATS >= 2.12', newServer.reason);
 
-describe.skipIf(absent)('JetStream scheduler, the stream decides the mode (NATS >= 2.12)', () => {
+describe('JetStream scheduler, the stream decides the mode (NATS >= 2.12)', () => {
+  // Needed, not optional: fail with why, and how to provide it.
+
+  beforeAll(() => {
+    if (absent)
+      throw new Error(`${newServer.reason}; start it with 'bash scripts/services.sh up --clusters'`);
+  });
   let nc: NatsConnection;
   let harness: Harness;
 

@@ -1,7 +1,8 @@
+import { CorruptDataError, DuetimeError, UnrecoverableError } from '@duetime/core';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Terminal } from '../../src/jetstream-scheduler/index.js';
+import { isTerminal, Terminal, TerminalError } from '../../src/jetstream-scheduler/index.js';
 import { Collector } from './collector.js';
 import { connectRequired, Harness, MODE_CASES, newServer, reportNotRun, waitFor } from './helpers.js';
 
@@ -9,7 +10,13 @@ for (const mode of MODE_CASES) {
   const absent = mode.needsNew && !newServer.available;
   if (absent) reportNotRun(`JetStream scheduler, ${mode.name}`, newServer.reason);
 
-  describe.skipIf(absent)(`JetStream scheduler, ${mode.name}`, () => {
+  describe(`JetStream scheduler, ${mode.name}`, () => {
+    // Needed, not optional: fail with why, and how to provide it.
+
+    beforeAll(() => {
+      if (absent)
+        throw new Error(`${newServer.reason}; start it with 'bash scripts/services.sh up --clusters'`);
+    });
     let nc: NatsConnection;
     let harness: Harness;
     const collectors: Collector[] = [];
@@ -41,6 +48,7 @@ for (const mode of MODE_CASES) {
       expect(config.max_age).toBe(0);
       expect(config.retention).toBe('limits');
       expect(config.allow_rollup_hdrs).toBe(true);
+      expect(config.allow_direct).toBe(true);
       expect(config.duplicate_window).toBe(30_000 * 1_000_000);
       const timer = await scheduler.after('mode/probe', 60_000, null);
       const stored = await jsm.streams.getMessage(scheduler.stream, { seq: timer.sequence });
@@ -265,21 +273,34 @@ for (const mode of MODE_CASES) {
       const scheduler = harness.scheduler(mode.options);
       const c = await collect(scheduler, 'terminal', 5, (call) => {
         if (call.payload === 'helper') throw Terminal('order was deleted');
+        if (call.payload === 'core') throw new UnrecoverableError('the Dispatcher would give up too');
         throw Object.assign(new Error('flagged'), { terminal: true });
       });
       await scheduler.after('gone/1', 50, 'helper');
       await scheduler.after('gone/2', 60, 'flag');
-      await waitFor('two dead letters', () => c.deadLetters.length >= 2);
+      await scheduler.after('gone/3', 70, 'core');
+      await waitFor('three dead letters', () => c.deadLetters.length >= 3);
       const byKey = Object.fromEntries(c.deadLetters.map((d) => [d.key, d]));
       expect(byKey['gone/1']).toMatchObject({ reason: 'terminal', deliveries: 1 });
-      expect((byKey['gone/1']?.error as Error | undefined)?.message).toBe('order was deleted');
+      const terminal = byKey['gone/1']?.error;
+      expect(terminal).toBeInstanceOf(TerminalError);
+      expect(terminal).toBeInstanceOf(UnrecoverableError);
+      expect(terminal).toBeInstanceOf(DuetimeError);
+      expect(terminal).toMatchObject({
+        code: 'DUETIME_UNRECOVERABLE',
+        name: 'TerminalError',
+        terminal: true,
+        message: 'order was deleted',
+      });
       expect(byKey['gone/2']).toMatchObject({ reason: 'terminal', deliveries: 1 });
+      expect(byKey['gone/3']).toMatchObject({ reason: 'terminal', deliveries: 1 });
+      expect(byKey['gone/3']?.error).toMatchObject({ code: 'DUETIME_UNRECOVERABLE' });
       const jsm = await jetstreamManager(nc);
       await waitFor('both terminated', async () => {
         const info = await jsm.consumers.info(scheduler.stream, 'terminal');
         return info.num_ack_pending === 0 && info.num_pending === 0;
       });
-      expect(c.calls).toHaveLength(2);
+      expect(c.calls).toHaveLength(3);
     });
 
     it('maxDeliver failures dead-letter the message with the delivery count, then terminate it', async () => {
@@ -307,7 +328,37 @@ for (const mode of MODE_CASES) {
       await waitFor('the dead letter', () => c.deadLetters.length > 0);
       expect(c.deadLetters[0]).toMatchObject({ key: 'raw/key', reason: 'undecodable', deliveries: 1 });
       expect(c.deadLetters[0]?.firedId).toMatch(/^seq:\d+$/);
+      expect(c.deadLetters[0]?.error).toBeInstanceOf(CorruptDataError);
+      expect(c.deadLetters[0]?.error).toMatchObject({
+        code: 'DUETIME_CORRUPT_DATA',
+        message: expect.stringContaining('not JSON'),
+      });
       expect(c.calls).toEqual([]);
+    });
+
+    it('a delivery past maxDeliver whose previous attempt never finished is dead-lettered with DUETIME_TIMEOUT', async () => {
+      const scheduler = harness.scheduler(mode.options);
+      // Create the durable, then stop: the first delivery goes to a reader that never acknowledges it.
+      const first = await collect(scheduler, 'stalled', 1, () => undefined, { ackWait: 1_000 });
+      await first.stop();
+      const timer = await scheduler.after('stalled/1', 10, 'x');
+      const stalled = await (await jetstream(nc).consumers.get(scheduler.stream, 'stalled')).next({
+        expires: 15_000,
+      });
+      expect(stalled?.info.deliveryCount).toBe(1);
+      const c = await collect(scheduler, 'stalled', 1, () => undefined, { ackWait: 1_000 });
+      await waitFor('the dead letter', () => c.deadLetters.length > 0);
+      expect(c.deadLetters[0]).toMatchObject({
+        key: 'stalled/1',
+        reason: 'max_deliver',
+        deliveries: 2,
+        firedId: `once:${timer.timer}`,
+      });
+      expect(c.deadLetters[0]?.error).toBeInstanceOf(DuetimeError);
+      expect(c.deadLetters[0]?.error).toMatchObject({ code: 'DUETIME_TIMEOUT' });
+      expect(c.calls).toEqual([]);
+      expect(isTerminal(new UnrecoverableError('x'))).toBe(true);
+      expect(isTerminal(new Error('x'))).toBe(false);
     });
 
     it('reclaimFired() purges acknowledged fires only, never definitions or unacknowledged fires', async () => {

@@ -50,7 +50,8 @@ describe('subject tokens', () => {
       'app.jobs.sched.once.*.*',
       'app.jobs.sched.cron.*',
       'app.jobs.sched.fire.*',
-      'app.jobs.sched.pump',
+      'app.jobs.sched.lease',
+      'app.jobs.sched.clock',
     ]);
     expect(layout.keyOfFire('app.jobs.sched.fire.a%2Eb')).toBe('a.b');
     expect(layout.keyOfFire('app.jobs.sched.once.a.b')).toBeUndefined();

@@ -1,0 +1,540 @@
+import { randomBytes } from 'node:crypto';
+import { BackendError, ConflictError, type Schedule, type StoreOp } from '@duetime/core';
+import type { BatchMessage, NatsIo, StoredMessage } from '../io.js';
+import { MAX_ATOMIC_BATCH } from '../io.js';
+import { bucketOf, type Layout } from '../layout.js';
+import {
+  DELETED,
+  type DuePair,
+  encodeDeadLetter,
+  encodeEvent,
+  encodeRecord,
+  isTombstone,
+  type RecordValue,
+  TOMBSTONE_TTL,
+  toSchedule,
+} from './records.js';
+
+/**
+ * Turns groups of store operations into messages of one atomic batch publish, and publishes them.
+ *
+ * Each group is all or nothing, independently of the others (a delivery's parts; a plain transaction is
+ * one group). The messages of every group go into one atomic batch (several when they exceed the server's
+ * batch size, split between groups), so a delivery batch is one round trip and one commit on the server.
+ *
+ * Preconditions are JetStream's own compare-and-set, `Nats-Expected-Last-Subject-Sequence`, on the
+ * messages that need one:
+ * - consuming a claimed schedule writes its tombstone expecting the record's sequence at claim time;
+ * - recording a failed attempt rewrites the record expecting the same (when the record moved on, the
+ *   failure is dropped: the schedule was replaced meanwhile);
+ * - appending an event writes `e.<aggregate>.<n>` expecting no message there (0).
+ * A batch whose expectation fails is refused whole; the groups whose preconditions no longer hold are
+ * found by reading those subjects again, left out (reported as conflicts), and the batch published again.
+ *
+ * Every record written (a put, a failed attempt, a recurrence's next occurrence) adds its key and due
+ * time to the due index subject of that second, and marks that hour; see {@link DueIndex}.
+ */
+
+/** A claimed schedule's record, as the delivery read it. */
+export interface Claim {
+  schedule: Schedule;
+  /** The stream sequence of the record message the claim read. */
+  seq: number;
+}
+
+interface Expectation {
+  subject: string;
+  expected: number;
+  /** Whose precondition it is: a group is refused, a failure record only dropped. */
+  kind: 'schedule' | 'aggregate' | 'fail';
+  key: string;
+}
+
+interface GroupPlan {
+  messages: BatchMessage[];
+  expectations: Expectation[];
+  /** Earliest due time of the records this group writes (for wake-ups). */
+  earliest: number | undefined;
+  /** Why the group cannot apply, found while planning. */
+  conflict?: ConflictError;
+}
+
+export interface CommitContext {
+  io: NatsIo;
+  layout: Layout;
+  versionBase: number;
+}
+
+/** One group: its operations, and the claims of the delivery it belongs to (none for a transaction). */
+export interface Group {
+  ops: readonly StoreOp[];
+  claims: ReadonlyMap<string, Claim>;
+}
+
+export interface CommitOutcome {
+  /** Per group: undefined when applied, else why it was left out (a conflict, or a batch too large). */
+  results: (Error | undefined)[];
+  /** Per group: the earliest due time among the records it wrote, when applied. */
+  earliest: (number | undefined)[];
+  /** Per group: the due times of the records it wrote, when applied. */
+  dues: number[][];
+}
+
+/** Commits independent groups; see the module comment. */
+export async function commitGroups(c: CommitContext, groups: readonly Group[]): Promise<CommitOutcome> {
+  const plans = await planGroups(c, groups);
+  const results: (Error | undefined)[] = plans.map((p) => p.conflict);
+  // Groups are published in order, in chunks that fit one atomic batch.
+  let start = 0;
+  while (start < plans.length) {
+    const chunk: number[] = [];
+    let size = 0;
+    for (let i = start; i < plans.length; i++) {
+      const plan = plans[i] as GroupPlan;
+      const n = plan.conflict ? 0 : plan.messages.length;
+      if (chunk.length > 0 && size + n + extraMessages(plans, [...chunk, i]) > MAX_ATOMIC_BATCH) break;
+      chunk.push(i);
+      size += n;
+    }
+    start = chunk.at(-1)! + 1;
+    await publishChunk(c, plans, chunk, results);
+  }
+  return {
+    results,
+    earliest: plans.map((p, i) => (results[i] ? undefined : p.earliest)),
+    dues: plans.map((p, i) => (results[i] ? [] : p.messages.flatMap((m) => PAIRS.get(m)?.[1] ?? []))),
+  };
+}
+
+/**
+ * Group commit: commits submitted while a batch is on its way wait for it and then go together, as the
+ * groups of one batch (each still all or nothing on its own). One batch costs the server about the same
+ * whatever its size, so concurrent transactions of one process share that cost.
+ */
+export class Committer {
+  readonly #c: CommitContext;
+  #waiting: {
+    groups: readonly Group[];
+    resolve: (o: CommitOutcome) => void;
+    reject: (e: unknown) => void;
+  }[] = [];
+  #busy = false;
+
+  constructor(context: CommitContext) {
+    this.#c = context;
+  }
+
+  commit(groups: readonly Group[]): Promise<CommitOutcome> {
+    return new Promise((resolve, reject) => {
+      this.#waiting.push({ groups, resolve, reject });
+      if (!this.#busy) void this.#run();
+    });
+  }
+
+  async #run(): Promise<void> {
+    this.#busy = true;
+    try {
+      while (this.#waiting.length > 0) {
+        const batch = this.#waiting;
+        this.#waiting = [];
+        try {
+          const outcome = await commitGroups(
+            this.#c,
+            batch.flatMap((b) => b.groups),
+          );
+          let at = 0;
+          for (const b of batch) {
+            const n = b.groups.length;
+            b.resolve({
+              results: outcome.results.slice(at, at + n),
+              earliest: outcome.earliest.slice(at, at + n),
+              dues: outcome.dues.slice(at, at + n),
+            });
+            at += n;
+          }
+        } catch (error) {
+          for (const b of batch) b.reject(error);
+        }
+      }
+    } finally {
+      this.#busy = false;
+    }
+  }
+}
+
+/** The due-index messages the groups `indices` add (one per second and one per hour touched). */
+function extraMessages(plans: readonly GroupPlan[], indices: readonly number[]): number {
+  return dueMessages(plans, indices, undefined).length;
+}
+
+/** Publishes the groups `indices` (those without a conflict) as one atomic batch, retrying conflicts. */
+async function publishChunk(
+  c: CommitContext,
+  plans: GroupPlan[],
+  indices: number[],
+  results: (Error | undefined)[],
+): Promise<void> {
+  // Each attempt leaves out more groups; there are at most as many attempts as groups (plus one).
+  for (let attempt = 0; attempt <= indices.length; attempt++) {
+    const live = indices.filter((i) => results[i] === undefined);
+    const messages = batchOf(c, plans, live);
+    if (messages.length === 0) return;
+    if (messages.length > MAX_ATOMIC_BATCH) {
+      // Only a group alone in its chunk gets here (chunks are cut between groups).
+      for (const i of live)
+        results[i] = new BackendError(
+          'commit',
+          `a transaction writes ${messages.length} messages, more than the ${MAX_ATOMIC_BATCH} of one NATS atomic batch; split it into smaller transactions`,
+        );
+      return;
+    }
+    const outcome = await publishOnce(c, messages);
+    if (outcome === 'applied') return;
+    // An expectation did not hold: find whose, leave those out, publish the rest.
+    const failing = await failingExpectations(
+      c,
+      live.flatMap((i) => plans[i]!.expectations),
+    );
+    let progressed = false;
+    for (const i of live) {
+      const plan = plans[i] as GroupPlan;
+      const bad = plan.expectations.filter((e) => failing.has(e));
+      if (bad.length === 0) continue;
+      progressed = true;
+      const refusing = bad.find((e) => e.kind !== 'fail');
+      if (refusing) {
+        results[i] = new ConflictError(
+          refusing.kind as 'schedule' | 'aggregate',
+          refusing.key,
+          refusing.kind === 'schedule'
+            ? `schedule ${JSON.stringify(refusing.key)} changed after it was claimed`
+            : `aggregate ${JSON.stringify(refusing.key)} moved on`,
+        );
+      } else {
+        // A failure for a version that was replaced meanwhile: nothing to record.
+        plan.messages = plan.messages.filter((m) => !bad.some((e) => e.subject === m.subject));
+        plan.expectations = plan.expectations.filter((e) => !bad.includes(e));
+        if (plan.messages.length === 0) plan.earliest = undefined;
+      }
+    }
+    if (!progressed)
+      throw new BackendError(
+        'commit',
+        'the server refused a batch for an expectation that still holds when read back; try again',
+        { transient: true },
+      );
+  }
+  throw new BackendError('commit', 'a batch kept conflicting', { transient: true });
+}
+
+/**
+ * Publishes one batch. A first message carrying a fresh `Nats-Msg-Id` makes retries after a lost reply
+ * safe: a batch that was stored is refused as a duplicate (checked before any expectation), which counts
+ * as applied.
+ */
+async function publishOnce(c: CommitContext, messages: BatchMessage[]): Promise<'applied' | 'conflict'> {
+  const id = randomBytes(12).toString('base64url');
+  const [first, ...rest] = messages as [BatchMessage, ...BatchMessage[]];
+  const batch = [{ ...first, headers: { ...first.headers, 'Nats-Msg-Id': id } }, ...rest];
+  const deadline = performance.now() + c.io.commitTimeoutMs;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const result = await c.io.atomicPublish(batch);
+      if (result.kind === 'conflict') return 'conflict';
+      return 'applied';
+    } catch (error) {
+      // The reply was lost (timeout, reconnect): send the same batch again; the server tells whether
+      // it was stored. Other failures, and a connection that stays away, end the commit.
+      if (!(error instanceof BackendError) || !error.transient || c.io.closed || performance.now() > deadline)
+        throw error;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 50 * 2 ** attempt)));
+    }
+  }
+}
+
+/** The expectations among `expectations` that no longer hold on the server. */
+async function failingExpectations(
+  c: CommitContext,
+  expectations: readonly Expectation[],
+): Promise<Set<Expectation>> {
+  const current = await c.io.lastOf(c.layout.storeStream, [...new Set(expectations.map((e) => e.subject))]);
+  return new Set(expectations.filter((e) => (current.get(e.subject)?.seq ?? 0) !== e.expected));
+}
+
+/**
+ * The messages of the groups `indices`, with their due-index messages first. A subject written more than
+ * once keeps only its last write (a batch may roll a subject up once), which takes over the expectation
+ * of the first (an expectation is only ever on a subject's first write in a batch: see planGroups).
+ */
+function batchOf(c: CommitContext, plans: readonly GroupPlan[], indices: readonly number[]): BatchMessage[] {
+  const messages = indices.flatMap((i) => plans[i]!.messages);
+  if (messages.length === 0) return [];
+  const lastWrite = new Map<string, number>();
+  for (const [i, m] of messages.entries()) lastWrite.set(m.subject, i);
+  const expectations = new Map<string, string>();
+  for (const m of messages) {
+    const expected = m.headers?.[EXPECTED];
+    if (expected !== undefined && !expectations.has(m.subject)) expectations.set(m.subject, expected);
+  }
+  const kept = messages.flatMap((m, i) => {
+    if (lastWrite.get(m.subject) !== i) return [];
+    const expected = expectations.get(m.subject);
+    if (expected === undefined || m.headers?.[EXPECTED] === expected) return [m];
+    const copy: BatchMessage = { ...m, headers: { ...m.headers, [EXPECTED]: expected } };
+    const pair = PAIRS.get(m);
+    if (pair) PAIRS.set(copy, pair);
+    return [copy];
+  });
+  // Records first: a fresh store numbers its first versions from 2 on (the format record is 1).
+  return [...kept, ...dueMessages(plans, indices, c.layout)];
+}
+
+const EXPECTED = 'Nats-Expected-Last-Subject-Sequence';
+
+/** The due-index messages of the groups `indices`: see {@link indexMessages}. */
+function dueMessages(
+  plans: readonly GroupPlan[],
+  indices: readonly number[],
+  layout: Layout | undefined,
+): BatchMessage[] {
+  const pairs: DuePair[] = [];
+  for (const i of indices) {
+    const plan = plans[i] as GroupPlan;
+    if (plan.conflict) continue;
+    for (const m of plan.messages) {
+      const pair = PAIRS.get(m);
+      if (pair) pairs.push(pair);
+    }
+  }
+  if (!layout) return new Array(indexMessageCount(pairs));
+  return indexMessages(layout, pairs);
+}
+
+function indexMessageCount(pairs: readonly DuePair[]): number {
+  const seconds = new Set<string>();
+  const hours = new Set<number>();
+  for (const [, due] of pairs) {
+    const { hour, second } = bucketOf(due);
+    seconds.add(`${hour}.${second}`);
+    hours.add(hour);
+  }
+  return seconds.size + hours.size;
+}
+
+/**
+ * The due-index messages for records with these `[key, due]` pairs: one message per second of due time
+ * (all its pairs) and one marker per hour.
+ */
+export function indexMessages(layout: Layout, pairs: readonly DuePair[]): BatchMessage[] {
+  const seconds = new Map<string, DuePair[]>();
+  const hours = new Set<number>();
+  for (const pair of pairs) {
+    const { hour, second } = bucketOf(pair[1]);
+    const name = `${hour}.${second}`;
+    const list = seconds.get(name);
+    if (list) list.push(pair);
+    else seconds.set(name, [pair]);
+    hours.add(hour);
+  }
+  const out: BatchMessage[] = [];
+  for (const hour of hours) out.push({ subject: layout.hourMarker(hour), data: '', headers: ROLLUP });
+  for (const [name, list] of seconds)
+    out.push({ subject: `${layout.prefix}.q.${name}`, data: JSON.stringify(list) });
+  return out;
+}
+
+/** The due pair of each record message (kept beside the message, so the batch can be rebuilt). */
+const PAIRS = new WeakMap<BatchMessage, DuePair>();
+
+const ROLLUP = { 'Nats-Rollup': 'sub' } as const;
+const TOMBSTONE = { 'Nats-Rollup': 'sub', 'Nats-TTL': TOMBSTONE_TTL, [DELETED]: '1' } as const;
+
+/** Plans every group: reads what the operations need (prefix deletions, unclaimed consumptions). */
+async function planGroups(c: CommitContext, groups: readonly Group[]): Promise<GroupPlan[]> {
+  const { layout } = c;
+  // Keys whose records earlier groups of this batch write, and subjects written so far.
+  const written = new Map<string, number>();
+  const putKeys = new Set<string>();
+  const plans: GroupPlan[] = [];
+  for (const [index, { ops, claims }] of groups.entries()) {
+    const plan: GroupPlan = { messages: [], expectations: [], earliest: undefined };
+    const mine = new Set<string>();
+    const record = (key: string, value: RecordValue, expected?: Expectation) => {
+      const m: BatchMessage = {
+        subject: layout.record(key),
+        data: encodeRecord(value),
+        headers: expected
+          ? { ...ROLLUP, 'Nats-Expected-Last-Subject-Sequence': String(expected.expected) }
+          : ROLLUP,
+      };
+      PAIRS.set(m, [key, value.due]);
+      plan.messages.push(m);
+      if (expected) plan.expectations.push(expected);
+      mine.add(key);
+      if (plan.earliest === undefined || value.due < plan.earliest) plan.earliest = value.due;
+    };
+    const tombstone = (subject: string, expected?: Expectation) => {
+      plan.messages.push({
+        subject,
+        data: '',
+        headers: expected
+          ? { ...TOMBSTONE, 'Nats-Expected-Last-Subject-Sequence': String(expected.expected) }
+          : TOMBSTONE,
+      });
+      if (expected) plan.expectations.push(expected);
+    };
+    for (const op of ops) {
+      switch (op.op) {
+        case 'put':
+          record(op.key, {
+            at: op.at.getTime(),
+            due: op.at.getTime(),
+            m: op.message,
+            n: 0,
+            ...(op.recurrence ? { r: op.recurrence } : {}),
+          });
+          break;
+        case 'rearm':
+          // The processor (or an earlier part) scheduled the key: that schedule wins.
+          if (mine.has(op.key) || putKeys.has(op.key)) break;
+          record(op.key, {
+            at: op.at.getTime(),
+            due: op.at.getTime(),
+            m: op.message,
+            n: 0,
+            r: op.recurrence,
+          });
+          break;
+        case 'delete':
+          tombstone(layout.record(op.key));
+          mine.delete(op.key);
+          break;
+        case 'deletePrefix': {
+          const keys = new Set(await liveKeysUnder(c, op.prefix));
+          for (const key of [...putKeys, ...mine]) if (key.startsWith(op.prefix)) keys.add(key);
+          for (const key of keys) {
+            tombstone(layout.record(key));
+            mine.delete(key);
+          }
+          break;
+        }
+        case 'consume': {
+          const seq = await claimedSeq(c, claims, op.key, op.version);
+          if (seq === undefined) {
+            plan.conflict = new ConflictError(
+              'schedule',
+              op.key,
+              `schedule ${JSON.stringify(op.key)} is not at version ${op.version}`,
+            );
+            break;
+          }
+          tombstone(layout.record(op.key), {
+            subject: layout.record(op.key),
+            expected: seq,
+            kind: 'schedule',
+            key: op.key,
+          });
+          break;
+        }
+        case 'fail': {
+          const claim = claims.get(op.key);
+          if (!claim || claim.schedule.version !== op.version) break;
+          const s = claim.schedule;
+          const at = op.at ?? s.at;
+          record(
+            op.key,
+            {
+              at: at.getTime(),
+              due: op.dueAt.getTime(),
+              m: s.message,
+              n: op.attempts,
+              e: op.error,
+              ...(s.recurrence ? { r: s.recurrence } : {}),
+              v: op.version,
+            },
+            { subject: layout.record(op.key), expected: claim.seq, kind: 'fail', key: op.key },
+          );
+          break;
+        }
+        case 'append':
+          op.events.forEach((event, i) => {
+            const subject = layout.event(op.aggregateId, op.expectedSequence + i + 1);
+            plan.messages.push({
+              subject,
+              data: encodeEvent(event),
+              headers: { 'Nats-Expected-Last-Subject-Sequence': '0' },
+            });
+            plan.expectations.push({ subject, expected: 0, kind: 'aggregate', key: op.aggregateId });
+          });
+          break;
+        case 'dead':
+          plan.messages.push({
+            subject: layout.deadLetter(op.record.key),
+            data: encodeDeadLetter(op.record),
+            headers: ROLLUP,
+          });
+          break;
+        case 'deleteDead':
+          tombstone(layout.deadLetter(op.key));
+          break;
+      }
+      if (plan.conflict) break;
+    }
+    // An expectation on a subject an earlier group of this batch writes cannot hold: that group's write
+    // comes first in the stream.
+    if (!plan.conflict) {
+      const clash = plan.expectations.find((e) => written.has(e.subject));
+      if (clash && clash.kind !== 'fail')
+        plan.conflict = new ConflictError(
+          clash.kind,
+          clash.key,
+          `${clash.key} was changed by an earlier part of this batch`,
+        );
+      else if (clash) {
+        plan.messages = plan.messages.filter((m) => m.subject !== clash.subject);
+        plan.expectations = plan.expectations.filter((e) => e !== clash);
+      }
+    }
+    if (plan.conflict) {
+      plan.messages = [];
+      plan.expectations = [];
+      plan.earliest = undefined;
+    } else {
+      for (const m of plan.messages) written.set(m.subject, index);
+      for (const key of mine) putKeys.add(key);
+    }
+    plans.push(plan);
+  }
+  return plans;
+}
+
+/** The record sequence a consumption expects: the claim's, or (outside a delivery) the current record's. */
+async function claimedSeq(
+  c: CommitContext,
+  claims: ReadonlyMap<string, Claim>,
+  key: string,
+  version: number,
+): Promise<number | undefined> {
+  const claim = claims.get(key);
+  if (claim) return claim.schedule.version === version ? claim.seq : undefined;
+  const m = await c.io.last(c.layout.storeStream, c.layout.record(key));
+  if (!m) return undefined;
+  const s = toSchedule(key, m, c.versionBase);
+  return s?.version === version ? m.seq : undefined;
+}
+
+/** Keys with a live record under `prefix`, as of now. */
+export async function liveKeysUnder(
+  c: Pick<CommitContext, 'io' | 'layout'>,
+  prefix: string,
+): Promise<string[]> {
+  const keys: string[] = [];
+  for await (const m of c.io.scan(c.layout.storeStream, c.layout.recordFilter(prefix))) {
+    if (isTombstone(m)) continue;
+    const key = c.layout.keyOfRecord(m.subject);
+    if (key.startsWith(prefix)) keys.push(key);
+  }
+  return keys;
+}
+
+export type { StoredMessage };

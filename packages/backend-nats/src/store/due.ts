@@ -1,0 +1,509 @@
+import type { Logger, Schedule } from '@duetime/core';
+import type { NatsIo, StoredMessage } from '../io.js';
+import { bucketOf, bucketStart, type Layout } from '../layout.js';
+import type { Claim } from './commit.js';
+import { type DuePair, toPairs, toSchedule } from './records.js';
+
+/**
+ * The due index: "what is due by T, a page at a time" and "when is the next deadline", read from
+ * subjects of the store stream, without holding pending schedules in memory.
+ *
+ * Layout. Every record a commit writes adds `[key, due]` to the subject of its due second,
+ * `q.<hour>.<second>` (one message per second touched per commit, so a subject holds many), and marks the
+ * hour on `h.<hour>` (one message per hour, rolled up). Listing the subjects that hold messages is
+ * JetStream's own per-subject index (`STREAM.INFO` with `subjects_filter`): the hours first (one subject
+ * per hour with pending work), then the seconds of the earliest hour (at most 3,600). A second's entries
+ * are read in stream order with batch direct gets (`next_by_subj`).
+ *
+ * Entries are hints, never the truth: an entry is live when the key's record exists with that due time.
+ * Records replaced, consumed, cancelled or moved by a failed attempt leave their old entries behind; a
+ * reader checks entries against the records (batch direct get `multi_last`), and removes the head of a
+ * second once every entry in it is stale (a purge bounded by sequence, so entries written meanwhile stay),
+ * and an hour's marker once it has no seconds left. A stale entry never turns live again: a record that
+ * matches it again was written with an entry of its own.
+ *
+ * Cost per schedule: one record message, one pair in a due-index message, and (shared) the hour marker.
+ *
+ * Within one process the index remembers, per second being drained, the sequence below which every
+ * entry is stale or claimed by an open delivery of this process, so concurrent deliveries do not read
+ * each other's claims again. That memory is bounded by the seconds being drained and is only an
+ * optimisation: a new process reads from the head.
+ */
+
+const PAGE = 1000;
+/** How long a listing of the index's subjects is used before it is read again, in ms. */
+const LISTING_TTL_MS = 500;
+
+function insertSorted(list: number[], value: number): void {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((list[mid] as number) < value) lo = mid + 1;
+    else hi = mid;
+  }
+  if (list[lo] !== value) list.splice(lo, 0, value);
+}
+
+/** A live entry found by a scan: its schedule, where its record and its entry are. */
+export interface Found extends Claim {
+  /** The due-index subject the entry is on, and its sequence. */
+  bucket: string;
+  entrySeq: number;
+  /** The sequence of this process's claim marker, while it holds one (see claims.ts). */
+  claimSeq?: number;
+}
+
+/** Keys claimed by open deliveries of this process. */
+interface Held {
+  has(key: string): boolean;
+}
+
+/** Where a claiming scan registers what it takes, at once (so a purge elsewhere never passes it). */
+interface Claims extends Held {
+  set(key: string, found: Found): unknown;
+}
+
+export class DueIndex {
+  readonly #io: NatsIo;
+  readonly #layout: Layout;
+  readonly #versionBase: number;
+  readonly #logger: Logger;
+  /** Per second being drained: every entry below this sequence is stale or claimed here. */
+  readonly #scanFrom = new Map<string, number>();
+  /**
+   * Per second: how often its scan position was moved back (a claim given back). A read that started
+   * before such a move may not move the position forward: it did not see the entry given back.
+   */
+  readonly #moves = new Map<string, number>();
+  /** Per second: the sequence its head was purged up to. */
+  readonly #purged = new Map<string, number>();
+  /** The listings of hours and of their seconds (see {@link #hours}). */
+  #hourList: { hours: number[]; expires: number } | undefined;
+  readonly #secondLists = new Map<number, { seconds: number[]; expires: number }>();
+  readonly #noted: { due: number; at: number }[] = [];
+  /** Per second: the `[key, due]` pairs known to be stale (see {@link #markStale}). */
+  readonly #stale = new Map<string, Set<string>>();
+  /** Per second: the highest entry sequence read (how far a random start may reach). */
+  readonly #lastSeen = new Map<string, number>();
+
+  constructor(io: NatsIo, layout: Layout, versionBase: number, logger: Logger) {
+    this.#io = io;
+    this.#layout = layout;
+    this.#versionBase = versionBase;
+    this.#logger = logger;
+  }
+
+  /**
+   * The hours holding due-index subjects, ascending. The listing is kept for {@link LISTING_TTL_MS} and
+   * updated with what this process writes ({@link noteDue}) and what other processes announce: a hint of
+   * where to look, never the truth (entries are), so a stale listing delays at most, and costs a read.
+   */
+  async #hours(): Promise<number[]> {
+    const cached = this.#hourList;
+    if (cached && cached.expires > performance.now()) return cached.hours;
+    const subjects = await this.#io.subjects(this.#layout.storeStream, this.#layout.hourMarkers);
+    const hours = [...subjects.keys()]
+      .map((s) => Number(s.slice(s.lastIndexOf('.') + 1)))
+      .sort((a, b) => a - b);
+    // What was written while the listing was on its way may be missing from it.
+    for (const due of this.#recent()) insertSorted(hours, bucketOf(due).hour);
+    this.#hourList = { hours, expires: performance.now() + LISTING_TTL_MS };
+    return hours;
+  }
+
+  /** The seconds of `hour` holding entries, ascending (kept like the hours). An hour without any loses its marker. */
+  async #seconds(hour: number): Promise<number[]> {
+    const cached = this.#secondLists.get(hour);
+    // An hour whose seconds all went is listed again at once: if it is empty, its marker goes.
+    if (cached && cached.seconds.length > 0 && cached.expires > performance.now()) return cached.seconds;
+    const subjects = await this.#io.subjects(this.#layout.storeStream, this.#layout.bucketsOf(hour));
+    if (subjects.size === 0) {
+      this.#forgetHour(hour);
+      await this.#dropHour(hour);
+      return [];
+    }
+    const seconds = [...subjects.keys()]
+      .map((subject) => Number(subject.slice(subject.lastIndexOf('.') + 1)))
+      .sort((a, b) => a - b);
+    for (const due of this.#recent()) {
+      const b = bucketOf(due);
+      if (b.hour === hour) insertSorted(seconds, b.second);
+    }
+    this.#secondLists.set(hour, { seconds, expires: performance.now() + LISTING_TTL_MS });
+    return seconds;
+  }
+
+  /** Records that entries due at `dues` were written (by this process, or announced by another). */
+  noteDue(dues: Iterable<number>): void {
+    const now = performance.now();
+    for (const due of dues) {
+      const { hour, second } = bucketOf(due);
+      if (this.#hourList) insertSorted(this.#hourList.hours, hour);
+      const seconds = this.#secondLists.get(hour);
+      if (seconds) insertSorted(seconds.seconds, second);
+      this.#noted.push({ due, at: now });
+    }
+  }
+
+  /** Dues noted within the last listing lifetime (a listing fetched now may predate them). */
+  #recent(): number[] {
+    const since = performance.now() - LISTING_TTL_MS;
+    while (this.#noted.length > 0 && (this.#noted[0] as { at: number }).at < since) this.#noted.shift();
+    return this.#noted.map((n) => n.due);
+  }
+
+  #forgetHour(hour: number): void {
+    this.#secondLists.delete(hour);
+    const list = this.#hourList?.hours;
+    const i = list?.indexOf(hour) ?? -1;
+    if (list && i >= 0) list.splice(i, 1);
+  }
+
+  #forgetSecond(subject: string): void {
+    this.#stale.delete(subject);
+    this.#lastSeen.delete(subject);
+    const [hour, second] = subject.split('.').slice(-2).map(Number) as [number, number];
+    const list = this.#secondLists.get(hour)?.seconds;
+    const i = list?.indexOf(second) ?? -1;
+    if (list && i >= 0) list.splice(i, 1);
+  }
+
+  /** Removes an hour's marker (only the message read: a marker written meanwhile stays). */
+  async #dropHour(hour: number): Promise<void> {
+    const subject = this.#layout.hourMarker(hour);
+    const marker = await this.#io.last(this.#layout.storeStream, subject);
+    if (!marker) return;
+    // Check again: an entry written after the listing above comes with a newer marker, which stays.
+    const subjects = await this.#io.subjects(this.#layout.storeStream, this.#layout.bucketsOf(hour));
+    if (subjects.size > 0) return;
+    await this.#io.purge(this.#layout.storeStream, { filter: subject, before: marker.seq + 1 });
+  }
+
+  /** Walks the seconds in order, from the earliest, while their start is at most `until`. */
+  async *#walk(until: number): AsyncGenerator<{ subject: string; start: number }> {
+    // Copies: the lists change while the walk waits for reads.
+    for (const hour of [...(await this.#hours())]) {
+      if (bucketStart(hour, 0) > until) return;
+      for (const second of [...(await this.#seconds(hour))]) {
+        const start = bucketStart(hour, second);
+        if (start > until) return;
+        yield { subject: `${this.#layout.prefix}.q.${hour}.${second}`, start };
+      }
+      // Every second of the hour went while it was read: list it again (an empty hour loses its marker).
+      if (this.#secondLists.get(hour)?.seconds.length === 0) await this.#seconds(hour);
+    }
+  }
+
+  /**
+   * Up to `limit` live entries due by `now`, in due-second order and, within a second, in commit order,
+   * skipping keys in `held`.
+   */
+  async due(
+    now: number,
+    limit: number,
+    held: Held,
+    options: { claim: boolean; spread?: boolean },
+  ): Promise<Found[]> {
+    const found: Found[] = [];
+    const taken = new Set<string>();
+    for await (const second of this.#walk(now)) {
+      const s = {
+        now,
+        want: limit - found.length,
+        held,
+        taken,
+        found,
+        claims: options.claim ? (held as Claims) : undefined,
+      };
+      // Several processes draining one long second: each starts at a random place in it, so they take
+      // different schedules (and claim without meeting); the head is read when that found too little.
+      const span = (this.#lastSeen.get(second.subject) ?? 0) - (this.#scanFrom.get(second.subject) ?? 1);
+      if (options.spread && span > 4 * s.want) {
+        const from = (this.#scanFrom.get(second.subject) ?? 1) + Math.floor(Math.random() * span);
+        await this.#read(second.subject, { ...s, from });
+        s.want = limit - found.length;
+      }
+      if (s.want > 0) await this.#read(second.subject, s);
+      if (found.length >= limit) break;
+    }
+    return found;
+  }
+
+  /**
+   * The earliest due time among live entries not in `held` (the caller adds its own claims'), or
+   * undefined when there is none. Reads the earliest second with a live entry.
+   */
+  async next(held: Held): Promise<number | undefined> {
+    for await (const second of this.#walk(Number.POSITIVE_INFINITY)) {
+      const min = await this.#earliest(second.subject, held);
+      if (min !== undefined) return min;
+    }
+    return undefined;
+  }
+
+  /**
+   * Reads one second's entries from where this process left off. Live entries due by `now` go into
+   * `found` (up to `want`). When claiming, moves the second's scan position past entries that are stale
+   * or claimed here; purges its stale head.
+   */
+  async #read(
+    subject: string,
+    s: {
+      now: number;
+      want: number;
+      held: Held;
+      taken: Set<string>;
+      found: Found[];
+      /** When claiming: where each schedule taken is registered at once. */
+      claims: Claims | undefined;
+      /** Read from here rather than from the scan position (nothing is learnt about the head then). */
+      from?: number;
+    },
+  ): Promise<void> {
+    const atHead = s.from === undefined;
+    let from = s.from ?? this.#scanFrom.get(subject) ?? 1;
+    const moves = this.#moves.get(subject) ?? 0;
+    /** Entries below it are stale or claimed (the scan position may follow). */
+    let scanUpTo = from;
+    let scanning = atHead;
+    /**
+     * Entries below it are stale (a head that may be purged): only known when the read started at the
+     * head (below the scan position, entries may be claimed here, not stale).
+     */
+    const head = this.#purged.get(subject) ?? 1;
+    let staleOnly = atHead && from <= head;
+    let staleUpTo = staleOnly ? from : head;
+    const records = new Map<string, Claim | null>();
+    let done = false;
+    while (!done) {
+      const { messages, pending } = await this.#io.range(this.#layout.storeStream, subject, from, PAGE);
+      if (messages.length === 0) {
+        if (atHead && from <= head) this.#forgetSecond(subject);
+        break;
+      }
+      const lastSeq = (messages.at(-1) as StoredMessage).seq;
+      if (lastSeq > (this.#lastSeen.get(subject) ?? 0)) this.#lastSeen.set(subject, lastSeq);
+      const entries = messages.map((m) => ({ m, pairs: safePairs(m, this.#logger) }));
+      // Keys to check, in entry order; checked a chunk at a time, as far as the claims need.
+      const keys: string[] = [];
+      const queued = new Set<string>();
+      const known = this.#stale.get(subject);
+      for (const { m, pairs } of entries)
+        for (const [key, due] of pairs)
+          if (
+            due <= s.now &&
+            !s.held.has(key) &&
+            !s.taken.has(key) &&
+            !queued.has(key) &&
+            !known?.has(pairId(m.seq, key, due))
+          ) {
+            queued.add(key);
+            keys.push(key);
+          }
+      let checked = 0;
+      const check = async () => {
+        const chunk = keys.slice(checked, checked + Math.max(32, (s.want - s.found.length) * 2));
+        checked += chunk.length;
+        const live = await this.#records(chunk);
+        for (const key of chunk) records.set(key, live.get(key) ?? null);
+      };
+      for (const { m, pairs } of entries) {
+        if (s.found.length >= s.want) {
+          done = true;
+          break;
+        }
+        let claimedOrStale = true;
+        let stale = true;
+        for (const [key, due] of pairs) {
+          if (s.held.has(key) || s.taken.has(key)) {
+            stale = false;
+            continue;
+          }
+          if (due > s.now) {
+            claimedOrStale = stale = false;
+            continue;
+          }
+          if (this.#stale.get(subject)?.has(pairId(m.seq, key, due))) continue; // known stale
+          if (!records.has(key)) {
+            // Not collected above (held then, given back since): it is checked first, never assumed.
+            if (!queued.has(key)) {
+              queued.add(key);
+              keys.splice(checked, 0, key);
+            }
+            await check();
+          }
+          const record = records.get(key);
+          if (!record || record.schedule.dueAt.getTime() !== due) {
+            this.#markStale(subject, m.seq, key, due);
+            continue;
+          }
+          stale = false;
+          if (s.found.length < s.want) {
+            const f: Found = { ...record, bucket: subject, entrySeq: m.seq };
+            s.taken.add(key);
+            s.found.push(f);
+            s.claims?.set(key, f);
+          } else claimedOrStale = false;
+        }
+        if (scanning && claimedOrStale) scanUpTo = m.seq + 1;
+        else scanning = false;
+        if (staleOnly && stale) staleUpTo = m.seq + 1;
+        else staleOnly = false;
+      }
+      from = (messages.at(-1) as StoredMessage).seq + 1;
+      if (pending === 0 || messages.length < PAGE) break;
+    }
+    // Only claims move the scan position: what a listing found is still to be delivered.
+    if (
+      atHead &&
+      s.claims &&
+      (this.#moves.get(subject) ?? 0) === moves &&
+      scanUpTo > (this.#scanFrom.get(subject) ?? 1)
+    )
+      this.#scanFrom.set(subject, scanUpTo);
+    // A stale head goes (entries of open deliveries, and live ones, stop it).
+    if (staleUpTo > head) await this.purge(subject, staleUpTo);
+  }
+
+  /**
+   * The earliest due time among live entries of one second not in `held`: pairs are checked in due order
+   * until one is live. A second whose entries are all stale is purged.
+   */
+  async #earliest(subject: string, held: Held): Promise<number | undefined> {
+    const head = this.#purged.get(subject) ?? 1;
+    const pairs: { key: string; due: number; seq: number }[] = [];
+    let end = head;
+    let heldSeen = false;
+    const known = this.#stale.get(subject);
+    for await (const m of this.#io.scan(this.#layout.storeStream, subject, PAGE, head)) {
+      for (const [key, due] of safePairs(m, this.#logger)) {
+        if (held.has(key)) heldSeen = true;
+        else if (!known?.has(pairId(m.seq, key, due))) pairs.push({ key, due, seq: m.seq });
+      }
+      end = m.seq + 1;
+    }
+    pairs.sort((a, b) => a.due - b.due);
+    const seen = new Set<string>();
+    for (let i = 0; i < pairs.length; ) {
+      const chunk: { key: string; due: number; seq: number }[] = [];
+      for (; i < pairs.length && chunk.length < 64; i++) {
+        const p = pairs[i] as { key: string; due: number; seq: number };
+        if (!seen.has(`${p.key}\u0000${p.due}`)) {
+          seen.add(`${p.key}\u0000${p.due}`);
+          chunk.push(p);
+        }
+      }
+      const live = await this.#records([...new Set(chunk.map((p) => p.key))]);
+      for (const p of chunk) {
+        if (live.get(p.key)?.schedule.dueAt.getTime() === p.due) return p.due;
+        this.#markStale(subject, p.seq, p.key, p.due);
+      }
+    }
+    if (end === head) this.#forgetSecond(subject);
+    // Nothing live here: the second goes, unless open deliveries of this process hold entries in it.
+    if (!heldSeen && end > head) {
+      await this.purge(subject, end);
+      this.#forgetSecond(subject);
+    }
+    return undefined;
+  }
+
+  /** The live records of `keys`, by key. */
+  async #records(keys: string[]): Promise<Map<string, Claim>> {
+    const out = new Map<string, Claim>();
+    if (keys.length === 0) return out;
+    const subjects = keys.map((k) => this.#layout.record(k));
+    const found = await this.#io.lastOf(this.#layout.storeStream, subjects);
+    for (const key of keys) {
+      const m = found.get(this.#layout.record(key));
+      if (!m) continue;
+      const schedule = toSchedule(key, m, this.#versionBase);
+      if (schedule) out.set(key, { schedule, seq: m.seq });
+    }
+    return out;
+  }
+
+  /**
+   * A claim of this process was given back unconsumed (put back, or its commit refused): its entry must
+   * be read again.
+   */
+  released(found: Pick<Found, 'bucket' | 'entrySeq'>): void {
+    this.#moves.set(found.bucket, (this.#moves.get(found.bucket) ?? 0) + 1);
+    const from = this.#scanFrom.get(found.bucket);
+    if (from !== undefined && found.entrySeq < from) this.#scanFrom.set(found.bucket, found.entrySeq);
+  }
+
+  /**
+   * Removes the entries of `subject` below `before`, which the caller knows to be stale. Bounded by
+   * sequence, so entries written meanwhile stay. Failures are logged: a later pass purges again.
+   */
+  async purge(subject: string, before: number): Promise<void> {
+    if (before <= (this.#purged.get(subject) ?? 1)) return;
+    this.#purged.set(subject, before);
+    try {
+      await this.#io.purge(this.#layout.storeStream, { filter: subject, before });
+    } catch (error) {
+      this.#purged.delete(subject);
+      this.#logger.warn('nats store: purging stale due-index entries failed; a later pass retries', {
+        subject,
+        error,
+      });
+    }
+  }
+
+  /**
+   * A claim of this process was consumed: its entry is stale now (and stays so), not to be checked again.
+   */
+  consumed(found: Pick<Found, 'bucket' | 'entrySeq' | 'schedule'>): void {
+    this.#markStale(found.bucket, found.entrySeq, found.schedule.key, found.schedule.dueAt.getTime());
+  }
+
+  /**
+   * Remembers a stale `[key, due]` pair of an entry of a second: a stale pair never turns live again, so it is never
+   * checked again. Bounded by the second's entries; forgotten with the second.
+   */
+  #markStale(subject: string, entrySeq: number, key: string, due: number): void {
+    let set = this.#stale.get(subject);
+    if (!set) {
+      set = new Set();
+      this.#stale.set(subject, set);
+    }
+    set.add(pairId(entrySeq, key, due));
+  }
+
+  /** The scan position of `subject` (for the caller's purge after a commit). */
+  scanPosition(subject: string): number | undefined {
+    return this.#scanFrom.get(subject);
+  }
+
+  /** Forgets a second that was purged whole. */
+  forget(subject: string): void {
+    this.#lastSeen.delete(subject);
+    this.#scanFrom.delete(subject);
+    this.#purged.delete(subject);
+    this.#moves.delete(subject);
+  }
+}
+
+/** One pair of one entry message: a stale pair never turns live again, but the same pair in a later entry may be live. */
+function pairId(entrySeq: number, key: string, due: number): string {
+  return `${entrySeq}\u0000${due}\u0000${key}`;
+}
+
+function safePairs(m: StoredMessage, logger: Logger): DuePair[] {
+  try {
+    return toPairs(m).filter(
+      (p): p is DuePair => Array.isArray(p) && typeof p[0] === 'string' && typeof p[1] === 'number',
+    );
+  } catch (error) {
+    logger.warn('nats store: a due-index message is not readable; ignored', {
+      subject: m.subject,
+      seq: m.seq,
+      error,
+    });
+    return [];
+  }
+}
+
+export type { Schedule };
