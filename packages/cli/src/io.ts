@@ -1,5 +1,5 @@
 import { createInterface } from 'node:readline/promises';
-import { DuetimeError } from '@duetime/core';
+import { MissingPackageError } from './optional.js';
 
 /** Where a command reads and writes; tests pass their own. */
 export interface CliIo {
@@ -35,11 +35,34 @@ export function processIo(): CliIo {
 
 /**
  * Exit codes (stable, documented in the README):
- * 0 success; 1 the command ran and found failures (a conformance failure, a handler error in `run`);
- * 2 usage error (unknown command or option, missing argument); 3 invalid input (a bad cron, zone, key,
- * date or URL); 4 the backend failed or could not be reached; 130 interrupted before finishing.
+ * 0 success; 1 the command ran and found failures (a conformance failure, a handler error in `run`, a
+ * missing schedule); 2 usage error (unknown command or option, missing argument); 3 invalid input (a bad
+ * cron, zone, key, date, URL or module); 4 the backend failed or could not be reached; 5 a package the
+ * command needs is not installed; 130 interrupted before finishing.
  */
-export const EXIT = { ok: 0, failed: 1, usage: 2, invalid: 3, backend: 4, interrupted: 130 } as const;
+export const EXIT = {
+  ok: 0,
+  failed: 1,
+  usage: 2,
+  invalid: 3,
+  backend: 4,
+  missingPackage: 5,
+  interrupted: 130,
+} as const;
+
+/**
+ * A duetime error, from this copy of `@duetime/core` or another one (a globally installed CLI loading an
+ * application's module): judged by its `DUETIME_*` code, since `instanceof` only knows one copy.
+ */
+export function isDuetimeError(error: unknown): error is Error & { code: string } {
+  const code = (error as { code?: unknown } | null)?.code;
+  return error instanceof Error && typeof code === 'string' && code.startsWith('DUETIME_');
+}
+
+/** A NotFoundError: a store opened to inspect is not there, or a named thing does not exist. */
+export function isNotFound(error: unknown): error is Error & { code: 'DUETIME_NOT_FOUND' } {
+  return isDuetimeError(error) && error.code === 'DUETIME_NOT_FOUND';
+}
 
 /** A mistake in how the command was called. */
 export class UsageError extends Error {
@@ -55,13 +78,16 @@ export class UsageError extends Error {
 /** The exit code for an error a command threw. */
 export function exitCodeFor(error: unknown): number {
   if (error instanceof UsageError) return EXIT.usage;
-  if (error instanceof DuetimeError) {
+  if (error instanceof MissingPackageError) return EXIT.missingPackage;
+  if (isDuetimeError(error)) {
     switch (error.code) {
       case 'DUETIME_INVALID_ARGUMENT':
       case 'DUETIME_CRON_SYNTAX':
       case 'DUETIME_INVALID_ZONE':
       case 'DUETIME_DUPLICATE_ID':
         return EXIT.invalid;
+      case 'DUETIME_NOT_FOUND':
+        return EXIT.failed;
       default:
         return EXIT.backend;
     }
@@ -73,7 +99,7 @@ export function exitCodeFor(error: unknown): number {
 export function describeError(error: unknown, verbose: boolean): string {
   if (!(error instanceof Error)) return String(error);
   if (!verbose) {
-    const code = error instanceof DuetimeError ? ` [${error.code}]` : '';
+    const code = isDuetimeError(error) ? ` [${error.code}]` : '';
     return `${error.message}${code}`;
   }
   const parts = [error.stack ?? error.message];

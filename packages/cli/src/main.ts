@@ -1,21 +1,15 @@
 import { readFileSync } from 'node:fs';
-import { conformanceCommand, conformanceHelp } from './commands/conformance.js';
-import { describeCommand, describeHelp, runCommand, runHelp } from './commands/registry.js';
-import { schedulesCommand, schedulesHelp } from './commands/schedules.js';
-import { nextCommand, nextHelp, validateCommand, validateHelp } from './commands/time.js';
+import { COMMANDS } from './commands/index.js';
 import { type CliIo, describeError, EXIT, exitCodeFor, processIo, UsageError } from './io.js';
+
+const width = Math.max(...COMMANDS.map((c) => c.synopsis.length));
 
 export const mainHelp = `duetime — durable schedules from the command line
 
 Usage: duetime <command> [options]
 
 Commands:
-  next "<cron>" --tz <zone>     the next occurrences in local and UTC time, marking DST gaps and repeats
-  validate "<cron>" --tz <zone> check a cron expression
-  schedules list|show|cancel    inspect and cancel pending one-shot schedules
-  describe <module>             print a module's calendar declarations and their next occurrences
-  run <module>                  run a module's scheduler (and dispatcher) until SIGINT/SIGTERM
-  conformance <adapter-module>  run the conformance suite against an adapter
+${COMMANDS.map((c) => `  ${c.synopsis.padEnd(width)}  ${c.summary}`).join('\n')}
 
 Global options:
   --backend <url>   sqlite:./duetime.db (default), postgres://…, redis://…, nats://… (or DUETIME_BACKEND)
@@ -23,16 +17,8 @@ Global options:
   --help, -h        help for any command
   --version         print the version
 
-Exit codes: 0 ok · 1 failures found · 2 usage error · 3 invalid input · 4 backend error · 130 interrupted`;
-
-const commands: Record<string, { run: (args: string[], io: CliIo) => Promise<number>; help: string }> = {
-  next: { run: nextCommand, help: nextHelp },
-  validate: { run: validateCommand, help: validateHelp },
-  schedules: { run: schedulesCommand, help: schedulesHelp },
-  describe: { run: describeCommand, help: describeHelp },
-  run: { run: runCommand, help: runHelp },
-  conformance: { run: conformanceCommand, help: conformanceHelp },
-};
+Exit codes: 0 ok · 1 failures found · 2 usage error · 3 invalid input · 4 backend error ·
+5 a needed package is not installed · 130 interrupted`;
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
@@ -46,16 +32,17 @@ export async function runCli(argv: string[], io: CliIo = processIo()): Promise<n
   const verbose = argv.includes('--verbose');
   const args = argv.filter((a) => a !== '--verbose');
   const [name, ...rest] = args;
+  const find = (n: string | undefined) => COMMANDS.find((c) => c.name === n);
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
-    const topic = name === 'help' ? rest[0] : undefined;
-    io.out(topic && commands[topic] ? commands[topic].help : mainHelp);
+    const topic = name === 'help' ? find(rest[0]) : undefined;
+    io.out(topic ? topic.help : mainHelp);
     return name === undefined ? EXIT.usage : EXIT.ok;
   }
   if (name === '--version' || name === '-v') {
     io.out(version());
     return EXIT.ok;
   }
-  const command = commands[name];
+  const command = find(name);
   if (!command) {
     io.err(`duetime: unknown command ${JSON.stringify(name)}; run duetime --help`);
     return EXIT.usage;

@@ -143,7 +143,8 @@ describe('duetime schedules', () => {
   it('shows one schedule, and exits 1 for a missing key', async () => {
     const t = io();
     expect(await runCli(['schedules', 'show', 'order/2/expire', '--backend', db], t.io)).toBe(0);
-    expect(t.text()).toContain('data:      {"n":2}');
+    expect(t.text()).toContain('data:       {"n":2}');
+    expect(t.text()).toContain('attempts:   0 failed');
     expect(await runCli(['schedules', 'show', 'nope', '--backend', db], io().io)).toBe(1);
   });
 
@@ -206,7 +207,11 @@ describe('duetime describe', () => {
     ).toBe(0);
     expect(t.text()).toContain('heartbeat');
     expect(t.text()).toContain('nightly');
-    expect(t.text()).toContain('2 declarations');
+    expect(t.text()).toContain('3 declarations');
+    // Only options a declaration sets are listed: `withoutOverlap` for `report`, nothing for the others.
+    const lines = t.text().split('\n');
+    expect(lines.find((l) => l.startsWith('report'))).toContain('timeout=60000, withoutOverlap');
+    expect(lines.find((l) => l.startsWith('heartbeat'))).not.toContain('withoutOverlap');
     const json = io();
     await runCli(
       ['describe', fileURLToPath(new URL('./fixtures/registry.ts', import.meta.url)), '--json'],
@@ -216,6 +221,7 @@ describe('duetime describe', () => {
       [
         ['heartbeat', 3],
         ['nightly', 3],
+        ['report', 3],
       ],
     );
   });
@@ -286,6 +292,8 @@ describe('duetime run and conformance (real processes)', () => {
     expect(await good.exit).toBe(0);
     expect(good.out()).toMatch(/leases\s+6\s+0\s+pass/);
     expect(good.out()).toContain('0 failed');
+    // The memory adapter exports drop(namespace): every test's data was deleted, nothing to warn about.
+    expect(good.err()).not.toContain('exports no drop');
     const bad = cli([
       'conformance',
       fileURLToPath(new URL('./fixtures/broken-adapter.ts', import.meta.url)),
@@ -297,5 +305,6 @@ describe('duetime run and conformance (real processes)', () => {
     const report = JSON.parse(bad.out()) as { failed: number; groups: { group: string; failed: number }[] };
     expect(report.failed).toBeGreaterThan(0);
     expect(report.groups.find((g) => g.group === 'leases')?.failed).toBeGreaterThan(0);
+    expect(bad.err()).toContain('exports no drop(namespace), so the data the suite created');
   }, 180_000);
 });

@@ -1,8 +1,9 @@
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { InvalidArgumentError } from '@duetime/core';
-import type { CliIo } from '../io.js';
+import { type CliIo, isDuetimeError } from '../io.js';
 import { DEFAULT_BACKEND_URL } from '../open-backend.js';
+import { loadOptional } from '../optional.js';
 
 /** The `--backend` option every command that touches data takes. */
 export const backendOptions = { backend: { type: 'string' } } as const;
@@ -27,21 +28,59 @@ export function parseInstant(field: string, text: string): Date {
   return date;
 }
 
-/** Imports a user module given as a path (relative to the working directory) or a URL. TypeScript works. */
+const TYPESCRIPT = /\.[cm]?ts$/i;
+
+/** The first line of a loader's error that says what is wrong, with esbuild's `file:line:col` kept. */
+function loadFailure(error: unknown): string {
+  // Some loaders (a bundler's transform step) throw plain objects carrying a message.
+  const given = (error as { message?: unknown } | null)?.message;
+  const message = typeof given === 'string' ? given : String(error);
+  // tsx (esbuild): "Transform failed with 1 error:\n/path/file.ts:3:0: ERROR: Expected ")" but found …"
+  const transform = /^(\S+:\d+:\d+): ERROR: (.*)$/m.exec(message);
+  if (transform) return `syntax error at ${transform[1]}: ${transform[2]}`;
+  if (error instanceof SyntaxError) {
+    const where = /\((file:\/\/[^)]+)\)|at (file:\/\/\S+)/.exec(error.stack ?? '');
+    return `syntax error: ${message.split('\n')[0]}${where ? ` (${where[1] ?? where[2]})` : ''}`;
+  }
+  return message.split('\n')[0] ?? message;
+}
+
+/**
+ * Imports a user module given as a path (relative to the working directory) or a URL. TypeScript
+ * (`.ts`, `.mts`, `.cts`) is loaded with tsx, an optional peer, whether the project is ES modules or
+ * CommonJS; its exports are those of the module, with a CommonJS module's `module.exports` merged in.
+ *
+ * @throws {InvalidArgumentError} naming `module` when it cannot be loaded (a syntax error with its place);
+ *   a duetime error the module throws while loading (a duplicate schedule id, say) as it is.
+ */
 export async function importUserModule(specifier: string, io: CliIo): Promise<Record<string, unknown>> {
   const url =
     /^[a-z][a-z0-9+.-]*:/i.test(specifier) && !/^[a-z]:\\/i.test(specifier)
       ? specifier
       : pathToFileURL(isAbsolute(specifier) ? specifier : resolve(io.cwd, specifier)).href;
-  if (url.endsWith('.ts') || url.endsWith('.mts') || url.endsWith('.cts')) {
-    const { register } = await import('tsx/esm/api');
-    register();
-  }
+  let mod: Record<string, unknown>;
   try {
-    return (await import(url)) as Record<string, unknown>;
+    if (TYPESCRIPT.test(new URL(url).pathname) && !import.meta.url.endsWith('.ts')) {
+      // tsImport compiles the module for the kind of package it sits in: a `.ts` file in a CommonJS project
+      // (no "type": "module") loads as CommonJS, which a plain import() through tsx's ESM hooks cannot do.
+      const { tsImport } = await loadOptional<typeof import('tsx/esm/api')>(
+        'tsx/esm/api',
+        `loading the TypeScript module ${specifier}`,
+      );
+      mod = (await tsImport(url, import.meta.url)) as Record<string, unknown>;
+    } else {
+      mod = (await import(url)) as Record<string, unknown>;
+    }
   } catch (error) {
-    throw new InvalidArgumentError('module', specifier, `could not be loaded: ${(error as Error).message}`, {
+    if (isDuetimeError(error)) throw error;
+    throw new InvalidArgumentError('module', specifier, `could not be loaded: ${loadFailure(error)}`, {
       cause: error,
     });
   }
+  // A CommonJS module's exports arrive as `default` (module.exports), the named ones only when Node's
+  // static analysis finds them: merge a plain `module.exports` object under the named exports.
+  const cjs = mod.default;
+  if (cjs && typeof cjs === 'object' && Object.getPrototypeOf(cjs) === Object.prototype)
+    return { ...(cjs as Record<string, unknown>), ...mod };
+  return mod;
 }

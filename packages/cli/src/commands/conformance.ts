@@ -1,19 +1,24 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { InvalidArgumentError } from '@duetime/core';
 import { type CliIo, EXIT, table, UsageError } from '../io.js';
+import { loadOptional } from '../optional.js';
 
 export const conformanceHelp = `Usage:
   duetime conformance <adapter-module> [--name <name>] [--only <group,group>] [--json]
 
 Runs the duetime conformance suite against an adapter module and prints a pass/fail table per group.
-The module (JavaScript or TypeScript) exports:
+Needs @duetime/conformance and vitest installed next to the CLI. The module (JavaScript or TypeScript)
+exports:
   open(namespace: string): Promise<Backend>   same namespace = same data, a new one = empty data
+  drop?(namespace: string): Promise<void>      deletes a namespace's data; called after each test, so the
+                                               run leaves no schema, table, key or stream behind
   capabilities?: BackendCapabilities           weaker guarantees it declares (e.g. { multiProcess: false })
-Groups: schedules, sharing, dispatcher, processes, leases, cursors, and the calendar groups.
+Groups: schedules, sharing, dispatcher, processes, leases, cursors, calendar, calendarFailover.
   --name <name>    name shown in the report (default: the module's file name)
   --only <groups>  run only these groups (comma separated)
   --json           print the per-group results as JSON`;
@@ -26,6 +31,15 @@ interface GroupResult {
 }
 
 const fromSource = import.meta.url.endsWith('.ts');
+
+/** Where the suite the generated test file imports lives: the project's copy first, else the CLI's. */
+function suiteLocation(cwd: string): string {
+  try {
+    return pathToFileURL(createRequire(join(cwd, 'package.json')).resolve('@duetime/conformance')).href;
+  } catch {
+    return import.meta.resolve('@duetime/conformance');
+  }
+}
 
 /** `duetime conformance <module>` */
 export async function conformanceCommand(args: string[], io: CliIo): Promise<number> {
@@ -58,21 +72,41 @@ export async function conformanceCommand(args: string[], io: CliIo): Promise<num
     .map((g) => g.trim())
     .filter(Boolean);
   if (only && only.length === 0) throw new InvalidArgumentError('--only', values.only, 'names no group');
-
+  // Only the names: the suite itself loads vitest, which works inside a vitest run only.
+  const { CONFORMANCE_GROUPS: groups } = await loadOptional<typeof import('@duetime/conformance/groups')>(
+    '@duetime/conformance/groups',
+    'duetime conformance',
+    io.cwd,
+  );
+  const unknown = only?.filter((group) => !(groups as readonly string[]).includes(group)) ?? [];
+  if (unknown.length > 0)
+    throw new InvalidArgumentError(
+      '--only',
+      values.only,
+      `names the unknown group${unknown.length === 1 ? '' : 's'} ${unknown.map((g) => JSON.stringify(g)).join(', ')}; the groups are ${groups.join(', ')}`,
+    );
+  const { startVitest } = await loadOptional<typeof import('vitest/node')>(
+    'vitest/node',
+    'duetime conformance (it runs the suite with vitest)',
+  );
   const dir = await mkdtemp(join(tmpdir(), 'duetime-conformance-'));
   const file = join(dir, 'conformance.test.ts');
-  const suiteUrl = import.meta.resolve('@duetime/conformance');
+  const suiteUrl = suiteLocation(io.cwd);
   await writeFile(
     file,
     [
+      "import { writeFileSync } from 'node:fs';",
       `import { runConformance } from ${JSON.stringify(suiteUrl)};`,
       `import * as adapter from ${JSON.stringify(moduleUrl)};`,
       `if (typeof adapter.open !== 'function') throw new Error(${JSON.stringify(`${specifier} does not export open(namespace)`)});`,
+      // Tells the command whether the adapter can delete what the suite creates.
+      `writeFileSync(${JSON.stringify(join(dir, 'drops'))}, String(typeof adapter.drop === 'function'));`,
       'runConformance({',
       `  name: ${JSON.stringify(name)},`,
       '  open: adapter.open,',
       `  module: ${JSON.stringify(moduleUrl)},`,
       '  ...(adapter.capabilities ? { capabilities: adapter.capabilities } : {}),',
+      "  ...(typeof adapter.drop === 'function' ? { drop: adapter.drop } : {}),",
       ...(only ? [`  only: ${JSON.stringify(only)},`] : []),
       '});',
       '',
@@ -81,8 +115,8 @@ export async function conformanceCommand(args: string[], io: CliIo): Promise<num
 
   const results = new Map<string, GroupResult>();
   let done = 0;
+  let drops = true;
   try {
-    const { startVitest } = await import('vitest/node');
     const conditions = fromSource ? ['source', 'node', 'default'] : ['node', 'default'];
     const vitest = await startVitest(
       'test',
@@ -128,6 +162,10 @@ export async function conformanceCommand(args: string[], io: CliIo): Promise<num
       const reason = failedFiles[0]?.result?.errors?.[0]?.message ?? 'the suite could not be loaded';
       throw new InvalidArgumentError('adapter-module', specifier, reason.split('\n')[0] ?? reason);
     }
+    drops = await readFile(join(dir, 'drops'), 'utf8').then(
+      (text) => text === 'true',
+      () => true,
+    );
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
@@ -146,5 +184,9 @@ export async function conformanceCommand(args: string[], io: CliIo): Promise<num
     for (const r of rows) for (const f of r.failures) io.out(`  ✗ ${r.group}: ${f}`);
     io.out(`${name}: ${passed} passed, ${failed} failed (${done} tests)`);
   }
+  if (!drops)
+    io.err(
+      `note: ${specifier} exports no drop(namespace), so the data the suite created (a namespace per test) was left in place; export drop to have each test's data deleted`,
+    );
   return failed > 0 || passed === 0 ? EXIT.failed : EXIT.ok;
 }

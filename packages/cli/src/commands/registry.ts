@@ -4,8 +4,10 @@ import {
   Dispatcher,
   type DispatcherOptions,
   InvalidArgumentError,
+  isRegistry,
   type Processor,
-  Registry,
+  type Registry,
+  redactUrl,
   type ScheduleRecord,
   Scheduler,
   type SchedulerConfig,
@@ -30,7 +32,8 @@ Runs the module's Registry with a Scheduler (one leader per group across replica
 when the module also exports \`processor\`, until SIGINT or SIGTERM; then drains within the drain timeout.
 Logs each occurrence. The module may also export \`schedulerConfig\` and \`dispatcherOptions\` (partial
 configurations merged under the command's options).
-  --backend <url>       sqlite:./duetime.db (default), postgres://…, redis://…, nats://… (or DUETIME_BACKEND)
+  --backend <url>       sqlite:./duetime.db (default), postgres://…, redis://…, nats://… (or DUETIME_BACKEND);
+                        creates or migrates the store there when needed
   --group <g>           the leadership group (default: the module's, else "default")
   --environment <env>   this deployment's environment (default: the module's, else "production")`;
 
@@ -50,7 +53,8 @@ async function loadRegistryModule(
     throw new UsageError(`${command} needs a <module> exporting a Registry`, command);
   const mod = await importUserModule(specifier, io);
   const registry = mod.registry ?? mod.default;
-  if (!(registry instanceof Registry)) {
+  // Not `instanceof`: the module may use another copy of @duetime/core than this CLI (a global install).
+  if (!isRegistry(registry)) {
     throw new InvalidArgumentError(
       'module',
       specifier,
@@ -104,7 +108,7 @@ export async function describeCommand(args: string[], io: CliIo): Promise<number
   const rows: string[][] = [];
   for (const [i, declaration] of [...registry].entries()) {
     const zone = declaration.spec.timeZone;
-    const options = Object.keys(described[i]!.options as object).join(', ') || '—';
+    const options = describeSetOptions(described[i]!.options) || '—';
     const next = described[i]!.next.map(
       (iso) => `${DateTime.fromISO(iso, { zone }).toFormat('yyyy-MM-dd HH:mm:ss')}  ${iso}`,
     );
@@ -120,6 +124,19 @@ export async function describeCommand(args: string[], io: CliIo): Promise<number
   io.out(table(['ID', 'WHEN', 'OPTIONS', 'NEXT (local, UTC)'], rows));
   io.out(`${registry.size} declaration${registry.size === 1 ? '' : 's'}`);
   return EXIT.ok;
+}
+
+/**
+ * The options a declaration sets, as `withoutOverlap, timeout=5000`. Defaults are not listed (a registry
+ * made by an older core may still describe `withoutOverlap: false`: that is left out too).
+ */
+export function describeSetOptions(options: Record<string, unknown>): string {
+  return Object.entries(options)
+    .filter(([, value]) => value !== undefined && value !== false && value !== null)
+    .map(([name, value]) =>
+      typeof value === 'number' || typeof value === 'string' ? `${name}=${value}` : name,
+    )
+    .join(', ');
 }
 
 function recordLine(record: ScheduleRecord): string {
@@ -163,7 +180,7 @@ export async function runCommand(args: string[], io: CliIo): Promise<number> {
       ? new Dispatcher({ ...mod.dispatcherOptions, store: backend.store, processor: mod.processor, logger })
       : undefined;
     io.err(
-      `duetime run: ${mod.registry.size} declarations on ${url.replace(/\/\/[^@/]*@/, '//***@')}${dispatcher ? ', with a dispatcher' : ''}; SIGINT or SIGTERM to stop`,
+      `duetime run: ${mod.registry.size} declarations on ${redactUrl(url)}${dispatcher ? ', with a dispatcher' : ''}; SIGINT or SIGTERM to stop`,
     );
     await Promise.all([scheduler.run(controller.signal), dispatcher?.run(controller.signal)]);
   } finally {

@@ -8,7 +8,8 @@ export const nextHelp = `Usage:
   duetime next "<cron>" --tz <zone> [-n 10] [--from <iso>] [--dst skip|shift,both|first|last] [--json]
 
 Prints the next occurrences of a cron expression in its zone and in UTC, marking occurrences that fall
-in a DST gap (shifted) or in a repeated hour (first / second).
+in a DST gap (shifted) or in a repeated hour (first / second), and, with the default gap policy (skip),
+the local times a DST gap swallowed (listed as skipped, between the occurrences around them).
   --tz <zone>      the IANA zone the expression is evaluated in (required), e.g. Europe/Berlin
   -n <count>       how many occurrences (default 10, at most 1000)
   --from <iso>     start strictly after this instant (default: now), e.g. 2026-03-08T00:00:00Z
@@ -53,12 +54,71 @@ function parse(expression: string | undefined, values: { tz?: string; dst?: stri
   return parseCron(expression, values.tz, dst ? { dst } : {});
 }
 
-/** What DST did to an occurrence, if anything: a time moved out of a gap, or one of a repeated hour. */
-export function dstMark(instant: Date, zone: string): string {
+const DAY = 86_400_000;
+
+/** The instants in (from, to] where `zone`'s UTC offset grows (a DST gap opens), with the offsets around. */
+function gapsBetween(
+  zone: string,
+  from: number,
+  to: number,
+): { at: number; before: number; after: number }[] {
+  const offset = (t: number) => DateTime.fromMillis(t, { zone }).offset;
+  const gaps: { at: number; before: number; after: number }[] = [];
+  // Offsets change at most a few times a year: look day by day, then bisect to the millisecond.
+  const end = Math.min(to, from + 400 * DAY);
+  for (let a = from; a < end; a += DAY) {
+    const b = Math.min(a + DAY, end);
+    const before = offset(a);
+    const after = offset(b);
+    if (after <= before) continue;
+    let lo = a;
+    let hi = b;
+    while (hi - lo > 1) {
+      const mid = Math.floor((lo + hi) / 2);
+      if (offset(mid) === before) lo = mid;
+      else hi = mid;
+    }
+    gaps.push({ at: hi, before, after });
+  }
+  return gaps;
+}
+
+/**
+ * The local times in (from, to) that the expression names but that do not exist, because a DST gap
+ * swallowed them (the `skip` policy runs nothing for them). Found by reading the expression on the wall
+ * clock of the offset before the gap, over the gap's length. Offsets that no `Etc/GMT±h` zone has (a
+ * 30-minute DST shift) are not reported.
+ */
+export function skippedInGaps(expression: string, zone: string, from: Date, to: Date | undefined): string[] {
+  const skipped: string[] = [];
+  const end = to?.getTime() ?? from.getTime() + 400 * DAY;
+  for (const gap of gapsBetween(zone, from.getTime(), end)) {
+    if (gap.before % 60 !== 0) continue;
+    const hours = gap.before / 60;
+    const fixed = hours === 0 ? 'Etc/GMT' : `Etc/GMT${hours > 0 ? '-' : '+'}${Math.abs(hours)}`;
+    let spec: ReturnType<typeof parseCron>;
+    try {
+      spec = parseCron(expression, fixed);
+    } catch {
+      continue;
+    }
+    const gapEnd = gap.at + (gap.after - gap.before) * 60_000;
+    for (const at of spec.occurrences(new Date(gap.at - 1), new Date(gapEnd)))
+      if (at.getTime() >= gap.at)
+        skipped.push(DateTime.fromJSDate(at, { zone: fixed }).toFormat('yyyy-MM-dd HH:mm:ss ccc'));
+  }
+  return skipped;
+}
+
+/**
+ * What DST did to an occurrence, if anything: a time moved out of a gap (only the `shift` gap policy moves
+ * times; under `skip` an occurrence right after a gap is an ordinary one), or one of a repeated hour.
+ */
+export function dstMark(instant: Date, zone: string, gap: 'skip' | 'shift' = 'shift'): string {
   const t = instant.getTime();
   const here = DateTime.fromMillis(t, { zone });
   const before = DateTime.fromMillis(t - 1, { zone });
-  if (before.offset < here.offset) return 'shifted out of a DST gap';
+  if (gap === 'shift' && before.offset < here.offset) return 'shifted out of a DST gap';
   // A repeated wall time: the same local time exists at another offset within the surrounding day.
   for (const probe of [t - 3 * 3_600_000, t + 3 * 3_600_000]) {
     const other = DateTime.fromMillis(probe, { zone }).offset;
@@ -85,30 +145,43 @@ export async function nextCommand(args: string[], io: CliIo): Promise<number> {
     throw new InvalidArgumentError('-n', values.n, 'must be an integer from 1 to 1000');
   let cursor = values.from === undefined ? new Date() : parseInstant('--from', values.from);
   const zone = spec.timeZone;
+  // With the skip policy (the default) a local time a DST gap swallows has no row of its own: say so.
+  const markSkipped = spec.dst.gap === 'skip';
   const rows: { utc: string; local: string; offset: string; dst: string }[] = [];
+  const skipped: { local: string; reason: string }[] = [];
+  const table_: string[][] = [];
   for (let i = 0; i < count; i++) {
     const next = spec.next(cursor);
+    if (markSkipped)
+      for (const local of skippedInGaps(spec.toString(), zone, cursor, next)) {
+        const reason = 'skipped: this local time does not exist (DST gap)';
+        skipped.push({ local, reason });
+        table_.push([local, '', '', reason]);
+      }
     if (!next) break;
     const local = DateTime.fromJSDate(next, { zone });
-    rows.push({
+    const row = {
       utc: next.toISOString(),
       local: local.toFormat('yyyy-MM-dd HH:mm:ss ccc'),
       offset: local.toFormat('ZZ'),
-      dst: dstMark(next, zone),
-    });
+      dst: dstMark(next, zone, spec.dst.gap),
+    };
+    rows.push(row);
+    table_.push([row.local, row.offset, row.utc, row.dst]);
     cursor = next;
   }
   if (values.json) {
-    io.out(JSON.stringify({ expression: spec.toString(), zone, occurrences: rows }, null, 2));
+    io.out(
+      JSON.stringify(
+        { expression: spec.toString(), zone, occurrences: rows, ...(skipped.length > 0 ? { skipped } : {}) },
+        null,
+        2,
+      ),
+    );
     return EXIT.ok;
   }
   io.out(`${spec.toString()} in ${zone}`);
-  io.out(
-    table(
-      [`LOCAL (${zone})`, 'OFFSET', 'UTC', 'DST'],
-      rows.map((r) => [r.local, r.offset, r.utc, r.dst]),
-    ),
-  );
+  io.out(table([`LOCAL (${zone})`, 'OFFSET', 'UTC', 'DST'], table_));
   if (rows.length < count)
     io.out(
       `no further occurrences within the search bound after ${rows.at(-1)?.utc ?? cursor.toISOString()}`,
