@@ -37,3 +37,22 @@ for (const b of backends) {
 }
 const core = of('hostile-input', 'core');
 if (core.cases !== undefined) console.log(`\nHostile input without a server: ${n(core.cases)} cases.`);
+
+const nodeLoss = results.filter((r) => r.suite === 'node-loss');
+if (nodeLoss.length > 0) {
+  console.log(
+    '\n| node loss | nodes lost | worker kills | schedules | ticks | lost | duplicated | stuck | lost away from a failover |',
+  );
+  console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+  for (const { backend, figures: f } of nodeLoss.sort((a, b) => a.backend.localeCompare(b.backend)))
+    console.log(
+      `| ${backend} | ${n(f.nodeFaults)} | ${n(f.kills)} | ${n(f.schedules)} | ${n(f.ticks)} | ${n(f.lost)} | ${n(f.duplicated)} | ${n(f.stuck)} | ${n(f.lostOutsideFailover)} |`,
+    );
+}
+const crashes = results.filter((r) => r.suite === 'server-crash');
+if (crashes.length > 0) {
+  console.log('\n| server SIGKILLed under load | commits acknowledged | lost after the restart |');
+  console.log('| --- | ---: | ---: |');
+  for (const { backend, figures: f } of crashes)
+    console.log(`| ${backend} | ${n(f.acknowledged)} | ${n(f.lost)} |`);
+}

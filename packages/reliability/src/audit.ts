@@ -36,6 +36,8 @@ export interface AuditFigures {
   uncertain: number;
   /** Keys whose final committed put was never delivered (or, for a far-future put, is not pending). */
   lost: number;
+  /** The committed puts counted in `lost` (to place each loss in time). */
+  lostPuts: PutOp[];
   /** Puts (or ticks) whose effect committed more than once. */
   duplicated: number;
   /** Schedules due before the drain finished and still pending. */
@@ -73,6 +75,7 @@ export function audit(input: AuditInput): AuditFigures {
     deliveredBeforeSuperseded: 0,
     uncertain: 0,
     lost: 0,
+    lostPuts: [],
     duplicated: 0,
     stuck: 0,
     unexpected: 0,
@@ -136,10 +139,12 @@ export function audit(input: AuditInput): AuditFigures {
         const pendingPut = (pending?.message.data as { put?: string } | undefined)?.put;
         if (pendingPut !== decisive.put) {
           f.lost++;
+          f.lostPuts.push(decisive);
           problem(`${key}: far-future put ${decisive.put} is not pending (found ${pendingPut ?? 'nothing'})`);
         }
       } else if (!count.has(decisive.put)) {
         f.lost++;
+        f.lostPuts.push(decisive);
         problem(
           `${key}: final put ${decisive.put} (due ${new Date(decisive.at).toISOString()}) never delivered`,
         );
@@ -154,6 +159,7 @@ export function audit(input: AuditInput): AuditFigures {
       const pending = input.pending.get(key);
       if (!pending) {
         f.lost++;
+        if (decisive?.kind === 'put') f.lostPuts.push(decisive);
         problem(`${key}: none of the puts ${due.map((op) => op.put).join(', ')} was delivered`);
       }
     }
@@ -223,7 +229,11 @@ function bump(map: Map<string, number>, key: string): void {
 }
 
 /** One line of figures, for the test output and the results file. */
-export function describeFigures(label: string, f: AuditFigures, extra: Record<string, number> = {}): string {
+export function describeFigures(
+  label: string,
+  f: AuditFigures,
+  extra: Record<string, number | string> = {},
+): string {
   const parts = Object.entries({
     schedules: f.schedules,
     delivered: f.delivered,

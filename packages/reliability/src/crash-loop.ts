@@ -18,6 +18,11 @@ export interface CrashLoopOptions {
   log?: (line: string) => void;
   /** Longest wait for a worker to come up, in ms (default 60,000). */
   startTimeoutMs?: number;
+  /**
+   * Runs beside the kills once the first workers are ready (faults of the server, say); the loop keeps
+   * killing workers until both it and the kills are done.
+   */
+  alongside?: () => Promise<void>;
 }
 
 export interface CrashLoopResult {
@@ -70,9 +75,18 @@ export async function runCrashLoop(options: CrashLoopOptions): Promise<CrashLoop
   const workers: Worker[] = [];
   let kills = 0;
   let leaderKills = 0;
+  let sideDone = options.alongside === undefined;
+  let side: Promise<void> | undefined;
   try {
     for (let i = 0; i < options.workers; i++) workers.push(await start());
-    while (kills < options.kills) {
+    if (options.alongside) {
+      await Promise.all(workers.map((w) => w.line(/^READY$/, startTimeout)));
+      side = options.alongside().finally(() => {
+        sideDone = true;
+      });
+      side.catch(() => {});
+    }
+    while (kills < options.kills || !sideDone) {
       const crashed = workers.find((w) => !w.alive() && !killed.has(w));
       if (crashed)
         throw new Error(
@@ -95,6 +109,7 @@ export async function runCrashLoop(options: CrashLoopOptions): Promise<CrashLoop
       if (kills % 10 === 0)
         log(`${kills} kills (${leaderKills} of a leader), ${driver.stats.transactions} transactions`);
     }
+    await side;
     log(`${kills} kills in ${Date.now() - startedAt} ms; waiting for the last leader to catch up`);
     // Let the last generation come up and catch up: the calendar's cursor must reach the present before
     // the workers are stopped, or the occurrences still waiting for a slot would be cancelled by the drain
@@ -110,6 +125,7 @@ export async function runCrashLoop(options: CrashLoopOptions): Promise<CrashLoop
     );
   } catch (error) {
     stopDriver.abort();
+    await side?.catch(() => {});
     await driving.catch(() => {});
     await Promise.allSettled(workers.map((w) => w.kill()));
     throw error;

@@ -12,12 +12,15 @@ export interface PutOp {
   put: string;
   at: number;
   outcome: Outcome;
+  /** When its transaction returned or threw (ms): to place a loss in time. */
+  doneAt?: number;
 }
 
 export interface CancelOp {
   kind: 'cancel';
   key: string;
   outcome: Outcome;
+  doneAt?: number;
 }
 
 export type Op = PutOp | CancelOp;
@@ -138,7 +141,11 @@ export class ScheduleDriver {
       this.stats.failedTransactions++;
       for (const op of planned) op.outcome = 'uncertain';
     }
-    for (const op of planned) this.history.add(op);
+    const doneAt = Date.now();
+    for (const op of planned) {
+      op.doneAt = doneAt;
+      this.history.add(op);
+    }
   }
 
   /** Runs steps until `signal` aborts, pausing about `paceMs` between them. */

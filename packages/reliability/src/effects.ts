@@ -90,7 +90,9 @@ export async function recordDelivery(
     version: schedule.version,
     pid: process.pid,
   };
-  await tx.exec(deliveries, message.aggregateId, (_count, ag) => ag.raise('delivered', delivery));
+  await tx.exec(deliveries, message.aggregateId ?? schedule.key, (_count, ag) =>
+    ag.raise('delivered', delivery),
+  );
   if (!hasSql(spec)) return;
   const ref = data.put ?? data.occurrence ?? '';
   const insert = `INSERT INTO ${table(spec)} (stream, ref, version, pid) VALUES `;

@@ -21,6 +21,13 @@ export const SIZES = {
   kills: figure('DUETIME_CHAOS_KILLS', 20, 200),
   /** Worker processes running at once in the crash loop. */
   workers: figure('DUETIME_CHAOS_WORKERS', 3, 3),
+  /**
+   * Nodes lost in a node-loss run: Redis masters killed or frozen (each time the one serving the store),
+   * NATS stream leaders killed, PostgreSQL servers crashed.
+   */
+  nodeFaults: figure('DUETIME_CHAOS_NODE_FAULTS', 2, 12),
+  /** Worker SIGKILLs during a node-loss run (at least until its node faults are done). */
+  nodeLossKills: figure('DUETIME_CHAOS_NODE_LOSS_KILLS', 4, 60),
   /** Faults injected per backend in the outage run. */
   outages: figure('DUETIME_CHAOS_OUTAGES', 6, 60),
   /** Longest fault (blackhole, latency, server down, lock held) in the outage run, in ms. */

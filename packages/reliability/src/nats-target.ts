@@ -1,18 +1,18 @@
 import { connectNats, createNatsBackend, deleteNatsBackendData } from '@duetime/backend-nats';
 import type { Backend, Clock, Logger } from '@duetime/core';
 
-/** Opens the NATS backend on `url` with the stream prefix `prefix`. */
+/** Opens the NATS backend on `servers` (one URL, or every server of a cluster) with the stream prefix `prefix`. */
 export async function openNats(
-  url: string,
+  servers: string | string[],
   prefix: string,
-  options: { clock?: Clock; logger?: Logger; commitTimeoutMs?: number },
+  options: { clock?: Clock; logger?: Logger; commitTimeoutMs?: number; replicas?: number },
 ): Promise<Backend> {
-  return createNatsBackend({ servers: url }, { prefix, connectTimeoutMs: 3000, ...options });
+  return createNatsBackend({ servers }, { prefix, connectTimeoutMs: 3000, ...options });
 }
 
 /** Deletes the streams of `prefix`. */
-export async function dropNats(url: string, prefix: string): Promise<void> {
-  const nc = await connectNats(url, { connectTimeoutMs: 3000 });
+export async function dropNats(servers: string | string[], prefix: string): Promise<void> {
+  const nc = await connectNats(servers, { connectTimeoutMs: 3000 });
   try {
     await deleteNatsBackendData(nc, prefix);
   } finally {

@@ -1,5 +1,7 @@
+import type { PrivateNatsCluster } from '@duetime/backend-nats/testing';
 import Database from 'better-sqlite3';
 import { SIZES } from './mode.js';
+import { describeLeaderLoss, loseStreamLeader, type NodeFault } from './node-loss.js';
 import { FaultProxy } from './proxy.js';
 import type { Random } from './random.js';
 import { hostAndPort, serviceUrl, type TargetSpec, urlVia, withUser } from './targets.js';
@@ -12,9 +14,10 @@ import { hostAndPort, serviceUrl, type TargetSpec, urlVia, withUser } from './ta
  * - `down`: the server is unreachable for a while (open connections cut, new ones refused);
  * - `server`: the server itself ends duetime's sessions (PostgreSQL `pg_terminate_backend`, Redis
  *   `CLIENT KILL`) or restarts (a private NATS server);
- * - `lock` (SQLite): another process holds the database's write lock longer than the busy timeout.
+ * - `lock` (SQLite): another process holds the database's write lock longer than the busy timeout;
+ * - `node` (a NATS cluster): the server leading the store's stream is SIGKILLed and started again later.
  */
-export type OutageKind = 'drop' | 'blackhole' | 'latency' | 'down' | 'server' | 'lock';
+export type OutageKind = 'drop' | 'blackhole' | 'latency' | 'down' | 'server' | 'lock' | 'node';
 
 /** Injects faults into one backend's path; `inject` returns once the fault has been healed. */
 export interface FaultInjector {
@@ -74,6 +77,8 @@ export async function proxiedInjector(
           return server.fault(random);
         case 'lock':
           throw new Error('lock is a SQLite fault');
+        case 'node':
+          throw new Error('node is a cluster fault');
       }
     },
     close: () => proxy.close(),
@@ -136,7 +141,7 @@ export function sqliteInjector(target: Extract<TargetSpec, { kind: 'sqlite' }>):
     faulty: target,
     direct: target,
     async inject(_kind, random) {
-      const ms = random.int(200, Math.max(SIZES.faultMs, 2 * (target.busyTimeout ?? 5000)));
+      const ms = random.int(200, Math.max(SIZES.faultMs, 2 * (target.busyTimeoutMs ?? 5000)));
       const deadline = Date.now() + 10_000;
       for (;;) {
         try {
@@ -154,5 +159,32 @@ export function sqliteInjector(target: Extract<TargetSpec, { kind: 'sqlite' }>):
     async close() {
       db.close();
     },
+  };
+}
+
+/**
+ * A NATS cluster: each fault loses the server leading the store's stream (SIGKILL; started again before or
+ * after another server took over) and returns once every replica is current again. No proxy: the
+ * components connect to every server, as an application on a cluster does. `faults` collects what
+ * happened, for placing the audit's findings in time.
+ */
+export function natsLeaderInjector(
+  target: Extract<TargetSpec, { kind: 'nats' }>,
+  cluster: PrivateNatsCluster,
+  faults: NodeFault[],
+): FaultInjector {
+  const stream = `${target.prefix}_store`;
+  const streams = [stream, `${target.prefix}_lease`];
+  let count = 0;
+  return {
+    kinds: ['node'],
+    faulty: target,
+    direct: target,
+    async inject(_kind, random) {
+      const fault = await loseStreamLeader({ cluster, stream, streams, early: count++ % 2 === 1, random });
+      faults.push(fault);
+      return describeLeaderLoss(stream, fault);
+    },
+    async close() {},
   };
 }

@@ -3,6 +3,7 @@ import {
   Dispatcher,
   every,
   type Handler,
+  isTransient,
   Registry,
   Scheduler,
   storeTarget,
@@ -62,6 +63,23 @@ function watchScheduler(scheduler: Scheduler): () => void {
 }
 
 /**
+ * Opens the target, retrying transient failures for up to a minute, as a service restarted by its
+ * supervisor would: a process started while a cluster fails over may find no master for a while.
+ */
+async function openWithRetry(target: TargetSpec): Promise<Backend> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    try {
+      return await openTarget(target);
+    } catch (error) {
+      if (!isTransient(error) || Date.now() > deadline) throw error;
+      console.error(`opening the backend failed, retrying: ${String(error)}`);
+      await sleep(250);
+    }
+  }
+}
+
+/**
  * `chaos`: what the crash loop kills. A dispatcher whose processor records each delivery durably (an
  * event, and on SQL backends a row, committed with the consumption; then a short random pause so that
  * kills land inside open transactions), and a scheduler with an `every` declaration whose handler is a
@@ -70,7 +88,7 @@ function watchScheduler(scheduler: Scheduler): () => void {
 const chaos: Role = async (args, signal) => {
   const target = args.target as TargetSpec;
   const random = new Random(number(args.seed, 1));
-  const backend: Backend = await openTarget(target);
+  const backend: Backend = await openWithRetry(target);
   const dispatcher = new Dispatcher({
     store: backend.store,
     concurrency: number(args.concurrency, 2),
@@ -127,9 +145,9 @@ const fenced: Role = async (args, signal) => {
   const name = typeof args.name === 'string' ? args.name : String(process.pid);
   const backend: Backend = await openTarget(target);
   const hold = number(args.hold, 1000);
-  let scheduler!: Scheduler;
   const beat: Handler = async ({ signal: runSignal, invocation }) => {
-    const epoch = scheduler.snapshot().epoch ?? -1;
+    // The fencing token of the epoch that admitted this run (not whatever this replica leads in now).
+    const epoch = invocation.epoch ?? -1;
     const occurrence = invocation.occurrence;
     const say = (what: string) => console.log(`${what} ${occurrence} ${epoch} ${Date.now()}`);
     say('START');
@@ -161,7 +179,7 @@ const fenced: Role = async (args, signal) => {
       say(`ABORTED ${reason?.code ?? '-'} ${reason?.reason ?? '-'}`);
     } else if (refused !== undefined) throw refused;
   };
-  scheduler = new Scheduler({
+  const scheduler = new Scheduler({
     registry: new Registry(
       every('beat', number(args.period, 300), beat).with({ catchUp: { window: 60_000, max: 1000 } }),
     ),

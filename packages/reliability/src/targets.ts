@@ -1,5 +1,6 @@
+import { existsSync } from 'node:fs';
 import { createConnection } from 'node:net';
-import { tmpdir, userInfo } from 'node:os';
+import { homedir, tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import type { Backend, Clock, Logger } from '@duetime/core';
 
@@ -14,7 +15,7 @@ export const BACKENDS: readonly BackendName[] = ['sqlite', 'postgres', 'redis', 
  * fault-injecting proxy instead of the server itself.
  */
 export type TargetSpec =
-  | { kind: 'sqlite'; file: string; busyTimeout?: number; synchronous?: 'full' | 'normal' }
+  | { kind: 'sqlite'; file: string; busyTimeoutMs?: number; synchronous?: 'full' | 'normal' }
   | {
       kind: 'postgres';
       url: string;
@@ -23,8 +24,24 @@ export type TargetSpec =
       poolSize?: number;
       idleInTransactionTimeoutMs?: number;
     }
-  | { kind: 'redis'; url: string; prefix: string; commitRetryWindow?: number }
-  | { kind: 'nats'; url: string; prefix: string };
+  | {
+      kind: 'redis';
+      url: string;
+      prefix: string;
+      commitRetryWindow?: number;
+      /** Every node of a Redis Cluster: the backend then talks through an ioredis `Cluster` seeded with them. */
+      cluster?: string[];
+      waitForReplicas?: { replicas: number; timeoutMs?: number };
+    }
+  | {
+      kind: 'nats';
+      url: string;
+      prefix: string;
+      /** Every server of a NATS cluster: the backend then connects to all of them (`url` is one of them). */
+      cluster?: string[];
+      /** Stream replicas (R3 on a three-server cluster). */
+      replicas?: number;
+    };
 
 export interface OpenOptions {
   clock?: Clock;
@@ -39,15 +56,32 @@ export function serviceUrl(kind: Exclude<BackendName, 'sqlite'>): string {
     case 'redis':
       return process.env.DUETIME_REDIS_URL ?? 'redis://127.0.0.1:6379';
     case 'nats':
-      return process.env.DUETIME_NATS_URL ?? 'nats://127.0.0.1:4222';
+      // The NATS store needs NATS >= 2.12 (atomic batch publish): the newer server of the services script.
+      return process.env.DUETIME_NATS_NEW_URL ?? 'nats://127.0.0.1:4223';
   }
+}
+
+/**
+ * A nats-server >= 2.12 binary for runs that need a server of their own: DUETIME_NATS_SERVER_BIN, else
+ * the one `bash scripts/services.sh up` fetched into its cache.
+ */
+export function newerNatsServerBinary(): string {
+  const given = process.env.DUETIME_NATS_SERVER_BIN;
+  if (given) return given;
+  const cache =
+    process.env.DUETIME_CACHE_DIR ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'duetime');
+  const fetched = join(cache, 'nats-new', 'root', 'usr', 'sbin', 'nats-server');
+  if (existsSync(fetched)) return fetched;
+  throw new Error(
+    `no nats-server >= 2.12 at ${fetched}; run 'bash scripts/services.sh up' to fetch it, or set DUETIME_NATS_SERVER_BIN`,
+  );
 }
 
 const SERVICE_NAMES = { postgres: 'PostgreSQL', redis: 'Redis', nats: 'NATS with JetStream' } as const;
 const SERVICE_VARIABLES = {
   postgres: 'DUETIME_PG_URL',
   redis: 'DUETIME_REDIS_URL',
-  nats: 'DUETIME_NATS_URL',
+  nats: 'DUETIME_NATS_NEW_URL',
 };
 
 /** The host and port a service URL names. */
@@ -147,7 +181,7 @@ export async function openTarget(spec: TargetSpec, options: OpenOptions = {}): P
         { filename: spec.file },
         {
           ...common,
-          ...(spec.busyTimeout !== undefined ? { busyTimeout: spec.busyTimeout } : {}),
+          ...(spec.busyTimeoutMs !== undefined ? { busyTimeoutMs: spec.busyTimeoutMs } : {}),
           ...(spec.synchronous !== undefined ? { synchronous: spec.synchronous } : {}),
         },
       );
@@ -161,7 +195,7 @@ export async function openTarget(spec: TargetSpec, options: OpenOptions = {}): P
           schema: spec.schema,
           applicationName: spec.applicationName,
           poolSize: spec.poolSize ?? 4,
-          connectionTimeoutMs: 5000,
+          connectTimeoutMs: 5000,
           ...(spec.idleInTransactionTimeoutMs !== undefined
             ? { idleInTransactionTimeoutMs: spec.idleInTransactionTimeoutMs }
             : {}),
@@ -170,20 +204,24 @@ export async function openTarget(spec: TargetSpec, options: OpenOptions = {}): P
     }
     case 'redis': {
       const { createRedisBackend } = await import('@duetime/backend-redis');
-      return createRedisBackend(
-        { url: spec.url },
-        {
-          ...common,
-          prefix: spec.prefix,
-          connectTimeout: 3000,
-          commandTimeout: 5000,
-          ...(spec.commitRetryWindow !== undefined ? { commitRetryWindow: spec.commitRetryWindow } : {}),
-        },
-      );
+      const options = {
+        ...common,
+        prefix: spec.prefix,
+        connectTimeoutMs: 3000,
+        requestTimeoutMs: 5000,
+        ...(spec.commitRetryWindow !== undefined ? { commitTimeoutMs: spec.commitRetryWindow } : {}),
+        ...(spec.waitForReplicas ? { waitForReplicas: spec.waitForReplicas } : {}),
+      };
+      if (!spec.cluster) return createRedisBackend({ url: spec.url }, options);
+      const { openRedisCluster } = await import('./redis-target.js');
+      return openRedisCluster(spec.cluster, options);
     }
     case 'nats': {
       const { openNats } = await import('./nats-target.js');
-      return openNats(spec.url, spec.prefix, common);
+      return openNats(spec.cluster ?? spec.url, spec.prefix, {
+        ...common,
+        ...(spec.replicas !== undefined ? { replicas: spec.replicas } : {}),
+      });
     }
   }
 }
@@ -208,6 +246,10 @@ export async function dropTarget(spec: TargetSpec): Promise<void> {
       return;
     }
     case 'redis': {
+      if (spec.cluster) {
+        const { dropRedisClusterStore } = await import('./redis-target.js');
+        return dropRedisClusterStore(spec.cluster, spec.prefix);
+      }
       const { Redis } = await import('ioredis');
       const { KeySpace } = await import('@duetime/backend-redis');
       const admin = new Redis(spec.url, { maxRetriesPerRequest: 1 });
@@ -226,7 +268,7 @@ export async function dropTarget(spec: TargetSpec): Promise<void> {
     }
     case 'nats': {
       const { dropNats } = await import('./nats-target.js');
-      await dropNats(spec.url, spec.prefix);
+      await dropNats(spec.cluster ?? spec.url, spec.prefix);
       return;
     }
   }

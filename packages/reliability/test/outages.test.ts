@@ -19,6 +19,7 @@ import {
   assertServiceUp,
   BACKENDS,
   dropTarget,
+  newerNatsServerBinary,
   newTarget,
   openTarget,
   type TargetSpec,
@@ -36,7 +37,7 @@ async function injectorFor(target: TargetSpec): Promise<FaultInjector> {
       return proxiedInjector(target, redisClientKill(target));
     case 'nats': {
       // Restarting the shared server would disturb everyone else: the run gets a server of its own.
-      const server = await PrivateNatsServer.start();
+      const server = await PrivateNatsServer.start({ binary: newerNatsServerBinary() });
       const injector = await proxiedInjector(
         { ...target, url: server.url },
         {
@@ -66,7 +67,7 @@ describe.each(selectedBackends(BACKENDS))('outages on %s', (kind) => {
     const label = `[outages ${kind}]`;
     console.log(`${label} seed ${seed} (replay: DUETIME_CHAOS_SEED=${seed} DUETIME_CHAOS_BACKENDS=${kind})`);
     const base = newTarget(kind, freshNamespace());
-    const injector = await injectorFor(base.kind === 'sqlite' ? { ...base, busyTimeout: 1000 } : base);
+    const injector = await injectorFor(base.kind === 'sqlite' ? { ...base, busyTimeoutMs: 1000 } : base);
     const target = injector.direct;
     const direct = await openTarget(target);
     try {
