@@ -1,5 +1,5 @@
 /**
- * `pnpm bench [--quick] [--only enqueue,drain,...] [--rounds N] [--subjects duetime/sqlite,bullmq,...]`
+ * `pnpm bench [--quick] [--only enqueue,drain,...] [--rounds N] [--subjects duetime/sqlite,bullmq/best,...]`
  *
  * Runs each workload against duetime (every backend that applies) and the libraries users would pick
  * instead, alternating subjects round by round on the same machine and servers, and writes
@@ -13,14 +13,25 @@ import { type ResultFile, readResult, refreshReadme, resultsSection } from './li
 import { renderTables } from './lib/render.js';
 import type { Row } from './lib/report.js';
 import type { BenchContext } from './lib/run.js';
-import { DUETIME_BACKENDS } from './subjects/duetime.js';
-import { allSubjects, variantSubjects } from './subjects/index.js';
-import type { Subject } from './subjects/types.js';
+import { peerVersions } from './lib/versions.js';
+import { DUETIME_BACKENDS, SCALEOUT_TARGETS } from './subjects/duetime.js';
+import {
+  allSubjects,
+  recurringSubjects,
+  subjectNames,
+  telemetrySubjects,
+  variantSubjects,
+} from './subjects/index.js';
+import type { RecurringSubject, Subject } from './subjects/types.js';
+import { CLUSTER_TARGETS, clusterFailoverWorkload } from './workloads/cluster-failover.js';
 import { cronWorkload } from './workloads/cron.js';
+import { durabilityWorkload } from './workloads/durability.js';
 import { failoverWorkload } from './workloads/failover.js';
 import { idleWorkload } from './workloads/idle.js';
-import { drainWorkload, enqueueWorkload, latenessWorkload } from './workloads/queue.js';
+import { drainWorkload, enqueueWorkload, latenessWorkload, telemetryWorkload } from './workloads/queue.js';
+import { recurringWorkload } from './workloads/recurring.js';
 import { scaleWorkload } from './workloads/scale.js';
+import { scaleoutWorkload } from './workloads/scaleout.js';
 import { tickWorkload } from './workloads/tick.js';
 import { timersWorkload } from './workloads/timers.js';
 
@@ -34,7 +45,13 @@ const { values } = parseArgs({
   },
 });
 const subjectFilter = values.subjects?.split(',').map((s) => s.trim());
-const chosen = (list: Subject[]) => list.filter((s) => !subjectFilter || subjectFilter.includes(s.name));
+const unknownSubjects = (subjectFilter ?? []).filter((name) => !subjectNames().includes(name));
+if (unknownSubjects.length > 0) {
+  console.error(`unknown subject ${unknownSubjects.join(', ')}; known: ${subjectNames().join(', ')}`);
+  process.exit(2);
+}
+const chosen = <S extends Subject | RecurringSubject>(list: S[]) =>
+  list.filter((s) => !subjectFilter || subjectFilter.includes(s.name));
 const subjects = () => chosen(allSubjects());
 /** The comparison subjects plus duetime's settings variants, where the setting matters. */
 const withVariants = () => chosen([...allSubjects(), ...variantSubjects()]);
@@ -45,17 +62,30 @@ const backends = () =>
     (kind) => !subjectFilter || subjectFilter.some((name) => name.startsWith(`duetime/${kind}`)),
   );
 
+/** The scaleout workload's servers (`--subjects duetime/redis-cluster` names one exactly). */
+const scaleoutTargets = () =>
+  SCALEOUT_TARGETS.filter((target) => !subjectFilter || subjectFilter.includes(`duetime/${target}`));
+
+/** The clusters of the cluster-failover workload (`--subjects duetime/nats-cluster` names one exactly). */
+const clusterTargets = () =>
+  CLUSTER_TARGETS.filter((target) => !subjectFilter || subjectFilter.includes(`duetime/${target}`));
+
 /** Every workload, in the order a full run takes them. */
 const workloads: Record<string, (ctx: BenchContext) => Promise<Row[]>> = {
   enqueue: (ctx) => enqueueWorkload(ctx, withVariants()),
   drain: (ctx) => drainWorkload(ctx, withVariants()),
+  telemetry: (ctx) => telemetryWorkload(ctx, chosen(telemetrySubjects())),
   lateness: (ctx) => latenessWorkload(ctx, subjects()),
   idle: (ctx) => idleWorkload(ctx, subjects()),
   scale: (ctx) => scaleWorkload(ctx, backends()),
+  scaleout: (ctx) => scaleoutWorkload(ctx, scaleoutTargets()),
+  recurring: (ctx) => recurringWorkload(ctx, chosen(recurringSubjects())),
   cron: (ctx) => cronWorkload(ctx),
   failover: (ctx) => failoverWorkload(ctx, backends()),
+  'cluster-failover': (ctx) => clusterFailoverWorkload(ctx, clusterTargets()),
   tick: (ctx) => tickWorkload(ctx),
   timers: (ctx) => timersWorkload(ctx),
+  durability: (ctx) => durabilityWorkload(ctx),
 };
 
 const quick = values.quick === true;
@@ -102,6 +132,7 @@ for (const name of selected) {
     date: new Date().toISOString(),
     machine,
     loadAverage: load,
+    peers: peerVersions(rows.map((r) => r.subject)),
     seconds,
     rows,
   };

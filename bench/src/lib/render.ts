@@ -2,6 +2,8 @@ import { ahead, behind, type Row } from './report.js';
 import { fmtRatio, fmtSummary } from './stats.js';
 
 function digitsFor(row: Row): number {
+  // Ratios (the scaleout workload's N processes ÷ 1) read like the duetime ÷ peer column: two decimals.
+  if (row.unit === '×') return 2;
   const magnitude = Math.abs(row.summary.median);
   if (row.summary.samples.every((v) => !Number.isFinite(v) || Number.isInteger(v))) return 0;
   if (row.unit === 'items/s' || row.unit === 'B' || row.unit === 'ns') return 0;

@@ -13,7 +13,8 @@ export interface BenchContext {
 
 /**
  * Runs `measure` for each subject in turn, round after round (A B C A B C …), so drift in the machine's
- * state spreads over all subjects instead of favouring one.
+ * state spreads over all subjects instead of favouring one. With `rotate`, each round starts one subject
+ * later (A B C, B C A, C A B, …), so no subject always runs first in its round.
  */
 export async function alternate<S extends { name: string }, T>(
   ctx: BenchContext,
@@ -21,10 +22,12 @@ export async function alternate<S extends { name: string }, T>(
   label: string,
   measure: (subject: S, round: number) => Promise<T>,
   failed: T,
+  options: { rotate?: boolean } = {},
 ): Promise<Map<string, T[]>> {
   const results = new Map<string, T[]>(subjects.map((s) => [s.name, []]));
   for (let round = 0; round < ctx.rounds; round++) {
-    for (const subject of subjects) {
+    const shift = options.rotate && subjects.length > 0 ? round % subjects.length : 0;
+    for (const subject of [...subjects.slice(shift), ...subjects.slice(0, shift)]) {
       let value: T;
       try {
         value = await measure(subject, round);
@@ -38,6 +41,37 @@ export async function alternate<S extends { name: string }, T>(
       results.get(subject.name)!.push(value);
       ctx.log(`  ${label} round ${round + 1}/${ctx.rounds} ${subject.name}: ${JSON.stringify(value)}`);
     }
+  }
+  return results;
+}
+
+/**
+ * Runs `measure` for every subject at once, round after round, for measurements that are a stretch of
+ * wall-clock time (the recurring workload's quick mode), where taking turns would multiply it by the
+ * number of subjects. The subjects share the machine meanwhile, so each one's figures include the others'
+ * load: for a quick look, not for comparison.
+ */
+export async function together<S extends { name: string }, T>(
+  ctx: BenchContext,
+  subjects: S[],
+  label: string,
+  measure: (subject: S, round: number) => Promise<T>,
+  failed: T,
+): Promise<Map<string, T[]>> {
+  const results = new Map<string, T[]>(subjects.map((s) => [s.name, []]));
+  for (let round = 0; round < ctx.rounds; round++) {
+    const values = await Promise.all(
+      subjects.map((subject) =>
+        measure(subject, round).catch((error: Error) => {
+          ctx.log(`  ${label} round ${round + 1}/${ctx.rounds} ${subject.name}: FAILED ${error.message}`);
+          return failed;
+        }),
+      ),
+    );
+    subjects.forEach((subject, i) => {
+      results.get(subject.name)!.push(values[i]!);
+      ctx.log(`  ${label} round ${round + 1}/${ctx.rounds} ${subject.name}: ${JSON.stringify(values[i])}`);
+    });
   }
   return results;
 }
@@ -86,7 +120,14 @@ export function inChild<T>(task: string, args: unknown, env?: NodeJS.ProcessEnv)
     });
     child.once('exit', (code) => {
       const line = out.trim().split('\n').at(-1) ?? '';
-      if (code !== 0) return reject(new Error(`bench child ${task} exited with ${code}: ${out.slice(-500)}`));
+      if (code !== 0)
+        return reject(
+          new Error(
+            line.startsWith('FAILED ')
+              ? line.slice('FAILED '.length)
+              : `bench child ${task} exited with ${code}: ${out.slice(-500)}`,
+          ),
+        );
       try {
         resolve(JSON.parse(line) as T);
       } catch {

@@ -1,15 +1,18 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Backend, Dispatcher } from '@duetime/core';
+import { type Backend, Dispatcher, parseCron, recurring } from '@duetime/core';
 import { natsStreamBytes, pgSchemaBytes, redisKeyBytes } from '../lib/storage.js';
 import {
   type CreateOptions,
-  NATS_URL,
+  NATS_NEW_URL,
+  PADDING,
   PG_URL,
   payload,
   type Queue,
   REDIS_URL,
+  type RecurringQueue,
+  type RecurringSubject,
   type Subject,
   uniqueName,
 } from './types.js';
@@ -18,9 +21,54 @@ export type DuetimeBackendName = 'sqlite' | 'postgres' | 'redis' | 'nats';
 
 export const DUETIME_BACKENDS: DuetimeBackendName[] = ['sqlite', 'postgres', 'redis', 'nats'];
 
+/**
+ * The servers the scaleout workload spreads dispatcher processes over: single servers and the clusters of
+ * `bash scripts/services.sh up --clusters` (subjects `duetime/<target>`).
+ */
+export type ScaleoutTarget = 'postgres' | 'redis' | 'redis-cluster' | 'nats' | 'nats-cluster';
+
+export const SCALEOUT_TARGETS: ScaleoutTarget[] = [
+  'postgres',
+  'redis',
+  'redis-cluster',
+  'nats',
+  'nats-cluster',
+];
+
 export interface OpenOptions extends CreateOptions {
   /** SQLite only: `synchronous` (the backend's default is `full`). */
   synchronous?: 'full' | 'normal';
+}
+
+/**
+ * How the worker's Dispatcher reports, for the telemetry workload: `off` (`telemetry: false`: no spans, no
+ * metrics, which is what an application without `@opentelemetry/api` gets), `noop` (the API with no SDK
+ * registered: every span goes to the API's no-op tracer), `events` (telemetry off, a listener on every
+ * dispatcher event). Left out: the default (the API loaded lazily when installed, its global providers).
+ */
+export type TelemetryVariant = 'off' | 'noop' | 'events';
+
+export interface DuetimeVariant extends OpenOptions {
+  telemetry?: TelemetryVariant;
+}
+
+const TELEMETRY_NAMES: Record<TelemetryVariant, string> = {
+  off: 'telemetry-off',
+  noop: 'otel-noop',
+  events: 'events',
+};
+
+const TELEMETRY_TUNING: Record<TelemetryVariant, string> = {
+  off: "`telemetry: false` (as without '@opentelemetry/api')",
+  noop: "`telemetry: { api }` with '@opentelemetry/api' and no SDK: a span per delivery on the no-op tracer, no-op metrics",
+  events: '`telemetry: false` and a listener on every dispatcher event',
+};
+
+/** The Dispatcher options of a telemetry variant. */
+async function telemetryOptions(variant: TelemetryVariant | undefined): Promise<Record<string, unknown>> {
+  if (variant === undefined) return {};
+  if (variant === 'noop') return { telemetry: { api: await import('@opentelemetry/api') } };
+  return { telemetry: false };
 }
 
 export interface OpenedDuetime {
@@ -104,14 +152,15 @@ export async function openDuetime(
     }
     case 'nats': {
       const { connectNats, createNatsBackend, deleteNatsBackendData } = await import('@duetime/backend-nats');
-      const backend = await createNatsBackend({ servers: NATS_URL }, { prefix: namespace });
-      const { log, state, lease } = backend.streams;
+      const backend = await createNatsBackend({ servers: NATS_NEW_URL }, { prefix: namespace });
+      // Every stream the backend names (whatever its layout calls them).
+      const streams = Object.values(backend.streams);
       return {
         backend,
         namespace,
-        storageBytes: () => natsStreamBytes(NATS_URL, [log, state, lease]),
+        storageBytes: () => natsStreamBytes(NATS_NEW_URL, streams),
         async drop() {
-          const nc = await connectNats(NATS_URL);
+          const nc = await connectNats(NATS_NEW_URL);
           try {
             await deleteNatsBackendData(nc, namespace);
           } finally {
@@ -124,18 +173,28 @@ export async function openDuetime(
 }
 
 /**
- * duetime on one backend: one schedule per transaction, batches of up to 100 per transaction, a Dispatcher
- * as worker, every setting at its default.
+ * duetime on one backend, every setting at its default: one schedule per transaction, batches of up to 100
+ * per transaction, a Dispatcher as worker. Its delivery batches are the defaults too: up to 256 due
+ * schedules claimed and committed together, a batch aiming to run 50 ms (`batchSize`, `batchDuration`),
+ * `concurrency` batches open at once, each running its processors one after another in savepoints.
  */
-export function duetime(kind: DuetimeBackendName, variant: OpenOptions = {}): Subject {
-  const synchronous = variant.synchronous;
+export function duetime(kind: DuetimeBackendName, variant: DuetimeVariant = {}): Subject {
+  const { synchronous, telemetry, ...open } = variant;
+  const suffix = [
+    ...(synchronous ? [`sync-${synchronous}`] : []),
+    ...(telemetry ? [TELEMETRY_NAMES[telemetry]] : []),
+  ].join('-');
   return {
-    name: synchronous ? `duetime/${kind}-sync-${synchronous}` : `duetime/${kind}`,
+    name: suffix ? `duetime/${kind}-${suffix}` : `duetime/${kind}`,
     library: 'duetime',
     backend: kind,
-    tuning: `defaults (Dispatcher rescanInterval 1 s, push wake-ups${synchronous ? `; SQLite synchronous '${synchronous}'` : ''}); a batch is one transaction per 100 schedules`,
+    tuning: `defaults (Dispatcher: delivery batches of up to 256 committed together, batchDuration 50 ms, concurrency = batches open at once, rescanInterval 1 s, push wake-ups${synchronous ? `; SQLite synchronous '${synchronous}'` : ''}${telemetry ? `; ${TELEMETRY_TUNING[telemetry]}` : ''}); enqueue batches are one transaction per 100 schedules`,
     async create(options: CreateOptions = {}): Promise<Queue> {
-      const opened = await openDuetime(kind, undefined, { ...variant, ...options });
+      const opened = await openDuetime(kind, undefined, {
+        ...open,
+        ...(synchronous ? { synchronous } : {}),
+        ...options,
+      });
       const { store } = opened.backend;
       const stops: (() => Promise<void>)[] = [];
       return {
@@ -166,8 +225,81 @@ export function duetime(kind: DuetimeBackendName, variant: OpenOptions = {}): Su
           const dispatcher = new Dispatcher({
             store,
             concurrency,
+            ...(await telemetryOptions(telemetry)),
             processor: async (_tx, message) => {
               onJob((message.data as { dueAt: number }).dueAt);
+            },
+          });
+          if (telemetry === 'events') {
+            let heard = 0;
+            const count = () => void heard++;
+            for (const name of [
+              'delivered',
+              'failed',
+              'retried',
+              'deadLettered',
+              'skipped',
+              'missed',
+            ] as const)
+              dispatcher.on(name, count);
+          }
+          const controller = new AbortController();
+          const done = dispatcher.run(controller.signal);
+          const stop = async () => {
+            controller.abort();
+            await done;
+          };
+          stops.push(stop);
+          return stop;
+        },
+        storageBytes: () => opened.storageBytes(),
+        async close() {
+          await Promise.all(stops.map((s) => s()));
+          await opened.backend.close();
+          await opened.drop();
+        },
+      };
+    },
+  };
+}
+
+/**
+ * duetime's recurring schedules on one backend, at the defaults: `tx.schedule(key, recurring(parseCron(expr,
+ * zone)), message)`, 100 schedules per transaction, a Dispatcher (default delivery batches) as worker. Each
+ * occurrence's consumption and the next occurrence's arming commit with the processor's writes; missed
+ * occurrences follow `catchUp: 'latest'` (the default: of those more than 60 s late, only the latest runs).
+ */
+export function duetimeRecurring(kind: DuetimeBackendName): RecurringSubject {
+  return {
+    name: `duetime/${kind}`,
+    library: 'duetime',
+    backend: kind,
+    tuning:
+      "defaults: recurring(parseCron(expr, zone)) with catchUp 'latest' and grace 60 s, 100 schedules per transaction; Dispatcher with its default delivery batches, concurrency as given",
+    async create(): Promise<RecurringQueue> {
+      const opened = await openDuetime(kind);
+      const { store } = opened.backend;
+      const stops: (() => Promise<void>)[] = [];
+      return {
+        async schedule(items) {
+          for (let i = 0; i < items.length; i += 100) {
+            const chunk = items.slice(i, i + 100);
+            await store.transact(async (tx) => {
+              for (const item of chunk)
+                await tx.schedule(`recurring/${item.key}`, recurring(parseCron(item.cron, item.zone)), {
+                  type: 'bench',
+                  aggregateId: item.key,
+                  data: { key: item.key, pad: PADDING },
+                });
+            });
+          }
+        },
+        async startWorker({ concurrency, onOccurrence }) {
+          const dispatcher = new Dispatcher({
+            store,
+            concurrency,
+            processor: async (_tx, message, context) => {
+              onOccurrence((message.data as { key: string }).key, context.occurrence?.at.getTime());
             },
           });
           const controller = new AbortController();
@@ -179,7 +311,6 @@ export function duetime(kind: DuetimeBackendName, variant: OpenOptions = {}): Su
           stops.push(stop);
           return stop;
         },
-        storageBytes: () => opened.storageBytes(),
         async close() {
           await Promise.all(stops.map((s) => s()));
           await opened.backend.close();

@@ -4,21 +4,30 @@ import { type BenchContext, sleep, spawnChild } from '../lib/run.js';
 import { type DuetimeBackendName, openDuetime } from '../subjects/duetime.js';
 
 /** The Scheduler's leadership settings: its defaults, and shorter ones in quick mode. */
-interface Leadership {
+export interface Leadership {
   leadershipTTL: number;
   pollInterval: number;
 }
-const DEFAULTS: Leadership = { leadershipTTL: 10_000, pollInterval: 1000 };
-const QUICK: Leadership = { leadershipTTL: 2000, pollInterval: 250 };
+export const DEFAULTS: Leadership = { leadershipTTL: 10_000, pollInterval: 1000 };
+export const QUICK: Leadership = { leadershipTTL: 2000, pollInterval: 250 };
+
+/** Where a replica's backend is: one of duetime's backends on its usual server, or a cluster's servers. */
+export type ReplicaTarget =
+  | { backend: DuetimeBackendName }
+  | { cluster: { target: 'redis-cluster' | 'nats-cluster'; urls: string[] } };
 
 /**
- * In a child process: a Scheduler running one declaration every second, printing `LEADER <ms>` when it
- * becomes leader and `RAN <ms>` each time the handler starts.
+ * In a child process: a Scheduler running one declaration every second, printing `LEADER <ms>` each time
+ * it becomes leader, `LOST <ms>` each time it loses leadership, and `RAN <ms>` each time the handler starts.
  */
 export async function replicaChild(args: Record<string, unknown>): Promise<never> {
-  const { backend } = await openDuetime(args.backend as DuetimeBackendName, String(args.namespace));
+  const target = args.target as ReplicaTarget;
+  const namespace = String(args.namespace);
+  const backend =
+    'cluster' in target
+      ? await (await import('./cluster-failover.js')).openOnCluster(target.cluster, namespace)
+      : (await openDuetime(target.backend, namespace)).backend;
   const leadership = args.leadership as Leadership;
-  let leader = false;
   const scheduler = new Scheduler({
     registry: new Registry(every('tick', 1000, () => void console.log(`RAN ${Date.now()}`))),
     backend,
@@ -27,12 +36,11 @@ export async function replicaChild(args: Record<string, unknown>): Promise<never
     logger: {
       debug() {},
       info: (message) => {
-        if (message === 'became leader' && !leader) {
-          leader = true;
-          console.log(`LEADER ${Date.now()}`);
-        }
+        if (message === 'became leader') console.log(`LEADER ${Date.now()}`);
       },
-      warn() {},
+      warn: (message) => {
+        if (message === 'lost leadership') console.log(`LOST ${Date.now()}`);
+      },
       error() {},
     },
   });
@@ -40,15 +48,17 @@ export async function replicaChild(args: Record<string, unknown>): Promise<never
   process.exit(0);
 }
 
-interface Replica {
+export interface Replica {
   kill(): void;
   lines: string[];
+  /** The first time in a line matching `pattern` (its first group) later than `after`. */
   wait(pattern: RegExp, after: number, timeoutMs: number): Promise<number>;
   exited: Promise<unknown>;
 }
 
-function replica(kind: DuetimeBackendName, namespace: string, leadership: Leadership): Replica {
-  const child = spawnChild('replica', { backend: kind, namespace, leadership });
+/** Starts a replica of {@link replicaChild} in a process of its own. */
+export function replica(target: ReplicaTarget, namespace: string, leadership: Leadership): Replica {
+  const child = spawnChild('replica', { target, namespace, leadership });
   const lines: string[] = [];
   let buffer = '';
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
@@ -77,7 +87,7 @@ function replica(kind: DuetimeBackendName, namespace: string, leadership: Leader
 }
 
 /** The replica that prints `LEADER` first. */
-async function firstLeader(replicas: Replica[], timeoutMs: number): Promise<Replica> {
+export async function firstLeader(replicas: Replica[], timeoutMs: number): Promise<Replica> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const leader = replicas.find((r) => r.lines.some((line) => line.startsWith('LEADER ')));
@@ -102,8 +112,8 @@ export async function failoverWorkload(ctx: BenchContext, backends: DuetimeBacke
     for (let round = 0; round < rounds; round++) {
       const { backend, namespace, drop } = await openDuetime(kind);
       await backend.close();
-      const a = replica(kind, namespace, leadership);
-      const b = replica(kind, namespace, leadership);
+      const a = replica({ backend: kind }, namespace, leadership);
+      const b = replica({ backend: kind }, namespace, leadership);
       try {
         const first = await firstLeader([a, b], 60_000);
         const other = first === a ? b : a;

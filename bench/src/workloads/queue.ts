@@ -97,6 +97,73 @@ export async function drainWorkload(ctx: BenchContext, subjects: Subject[]): Pro
   return rows;
 }
 
+/**
+ * 2b. telemetry: the drain workload (50,000 items) on duetime alone, with its telemetry variants (see
+ * `telemetrySubjects()`): items/s as in `drain`, and the CPU time this process spent per item while
+ * draining (the worker runs in this process), which a busy machine disturbs less than a rate. Each row's
+ * note gives its figure against the first subject's (telemetry off, the baseline), as the median of the
+ * per-round ratios. Rounds rotate the order of the subjects.
+ */
+export async function telemetryWorkload(ctx: BenchContext, subjects: Subject[]): Promise<Row[]> {
+  const count = ctx.quick ? 300 : 50_000;
+  const rows: Row[] = [];
+  for (const concurrency of [1, 16]) {
+    const samples = await alternate(
+      ctx,
+      subjects,
+      `telemetry c=${concurrency}`,
+      async (subject) => {
+        const queue = await subject.create();
+        try {
+          const list = items(count, (i) => Date.now() - 60_000 + i);
+          for (let i = 0; i < list.length; i += 500) await queue.enqueueBatch(list.slice(i, i + 500));
+          let done = 0;
+          const cpu = process.cpuUsage();
+          const started = performance.now();
+          const stop = await queue.startWorker({ concurrency, onJob: () => void done++ });
+          const finished = await until(() => done >= count, ctx.quick ? 60_000 : 600_000);
+          const elapsed = performance.now() - started;
+          const used = process.cpuUsage(cpu);
+          await stop();
+          if (!finished) throw new Error(`${subject.name} drained only ${done} of ${count}`);
+          return {
+            rate: Math.round((count / elapsed) * 1000),
+            cpu: Math.round(((used.user + used.system) / count) * 100) / 100,
+          };
+        } finally {
+          await queue.close();
+        }
+      },
+      { rate: Number.NaN, cpu: Number.NaN },
+      { rotate: true },
+    );
+    const pick = (field: 'rate' | 'cpu') =>
+      new Map([...samples].map(([name, values]) => [name, values.map((v) => v[field])]));
+    const metric = `${count.toLocaleString('en-US')} due items, concurrency ${concurrency}`;
+    const rates = rowsFor('telemetry', metric, 'items/s', 'higher', subjects, pick('rate'));
+    const cpu = rowsFor('telemetry', `${metric}: CPU per item`, 'µs', 'lower', subjects, pick('cpu'));
+    rows.push(
+      ...noteAgainstBaseline(rates, subjects[0]?.name),
+      ...noteAgainstBaseline(cpu, subjects[0]?.name),
+    );
+  }
+  return rows;
+}
+
+/** Adds to each row a note with its value against the `baseline` subject's: the median per-round ratio. */
+function noteAgainstBaseline(rows: Row[], baseline: string | undefined): Row[] {
+  const base = rows.find((r) => r.subject === baseline);
+  for (const row of rows) {
+    if (!base || row === base) continue;
+    const perRound = row.summary.samples.map((v, i) => v / (base.summary.samples[i] ?? Number.NaN));
+    const sorted = perRound.filter((r) => Number.isFinite(r)).sort((a, b) => a - b);
+    const median = sorted[Math.floor((sorted.length - 1) / 2)];
+    if (median !== undefined)
+      row.note = `${median >= 1 ? '+' : '−'}${Math.abs((median - 1) * 100).toFixed(1)} % vs telemetry off; per round ${perRound.map((r) => r.toFixed(2)).join(', ')}`;
+  }
+  return rows;
+}
+
 /** 3. lateness: items due at random moments over a window while the worker idles → handler start − due time. */
 export async function latenessWorkload(ctx: BenchContext, subjects: Subject[]): Promise<Row[]> {
   const count = ctx.quick ? 100 : 1000;
