@@ -104,7 +104,7 @@ function startReplica(file: string, name: string, print: (line: string) => void,
 /** Turns a replica's marker line into a line of the timeline. */
 function narrate(name: string, line: string, print: (line: string) => void, started: number): void {
   const at = `+${((Date.now() - started) / 1000).toFixed(1).padStart(5)}s  ${name.padEnd(9)}`;
-  const [kind, a, b, c] = line.split(' ');
+  const [kind, a, b, c, d] = line.split(' ');
   if (kind === 'LEADER') print(`${at} leads the group (fencing token ${a})`);
   else if (kind === 'TICK') {
     const note =
@@ -113,7 +113,7 @@ function narrate(name: string, line: string, print: (line: string) => void, star
         : c === 'already-recorded'
           ? ' (already recorded)'
           : '';
-    print(`${at} tick ${hhmmss(Number(a))}${note}`);
+    print(`${at} tick ${hhmmss(Number(a))} (epoch ${d})${note}`);
   } else if (kind === 'REPORT_START') print(`${at} report ${hhmmss(Number(a))} starts (takes 4 s)`);
   else if (kind === 'REPORT_END') print(`${at} report ${hhmmss(Number(a))} done${b ? ` (${b})` : ''}`);
   else if (kind === 'SKIPPED') print(`${at} ${a} ${hhmmss(Number(c))} skipped: ${b}`);
@@ -160,6 +160,10 @@ export async function main(options: DemoOptions = {}): Promise<DemoOutcome> {
     const by = (name: string) => ticks.filter((t) => t.replica === name).length;
     print('');
     print(`takeover: ${takeoverMs} ms after the SIGKILL (leadershipTTL 2,000 ms + pollInterval 250 ms)`);
+    const epochs = (name: string) => [
+      ...new Set(ticks.filter((t) => t.replica === name).map((t) => t.epoch)),
+    ];
+    print(`epochs that wrote ticks: replica-a ${epochs('replica-a')}, replica-b ${epochs('replica-b')}`);
     print(
       `ticks recorded: ${ticks.length} (replica-a ${by('replica-a')}, replica-b ${by('replica-b')}), ` +
         `caught up: ${ticks.filter((t) => t.origin === 'catch_up').length}, missing: ${gaps.length}, twice: ${duplicates.length}`,

@@ -25,6 +25,15 @@ describe('the calendar example', () => {
     const firstOfB = Math.min(...outcome.ticks.filter((t) => t.replica === 'replica-b').map((t) => t.at));
     expect(firstOfB).toBe(lastOfA + 1000);
     expect(outcome.ticks.length).toBeGreaterThanOrEqual(8);
+    // Each tick carries the fencing token of the epoch it ran in; the survivor's is larger.
+    const epochsOf = (name: string) =>
+      new Set(outcome.ticks.filter((t) => t.replica === name).map((t) => t.epoch));
+    const [epochA] = [...epochsOf('replica-a')];
+    const [epochB] = [...epochsOf('replica-b')];
+    expect(epochsOf('replica-a').size).toBe(1);
+    expect(epochsOf('replica-b').size).toBe(1);
+    expect(epochB).toBeGreaterThan(epochA as number);
+    expect(lines.some((l) => l.includes(`leads the group (fencing token ${epochB})`))).toBe(true);
     // A 4-second report every 3 seconds without overlap: some occurrences found the previous one running.
     expect(outcome.overlapBusy).toBeGreaterThanOrEqual(1);
     expect(outcome.takeoverMs).toBeGreaterThan(0);

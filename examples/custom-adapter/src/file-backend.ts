@@ -2,11 +2,11 @@ import {
   type Backend,
   type BackendCapabilities,
   createStore,
+  defaultLogger,
   duration,
   InvalidArgumentError,
   type Logger,
   positiveInteger,
-  silentLogger,
 } from '@duetime/core';
 import { Journal } from './journal.js';
 import { JournalCursors, JournalLeases } from './leases.js';
@@ -41,7 +41,7 @@ export async function createFileBackend(options: FileBackendOptions): Promise<Ba
     throw new InvalidArgumentError('options', options, 'must be an object { directory, ... }');
   if (typeof options.directory !== 'string' || options.directory.length === 0)
     throw new InvalidArgumentError('options.directory', options.directory, 'must be a non-empty path');
-  const logger = options.logger ?? silentLogger;
+  const logger = options.logger ?? defaultLogger;
   const state = new State();
   const journal = await Journal.open(options.directory, state, {
     lockTimeoutMs: duration('options.lockTimeoutMs', options.lockTimeoutMs ?? 10_000),

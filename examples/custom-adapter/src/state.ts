@@ -1,4 +1,13 @@
-import { ConflictError, type Event, type Message, type Schedule, type StoreOp } from '@duetime/core';
+import {
+  ConflictError,
+  type DeadLetterRecord,
+  type Event,
+  type Message,
+  readRecurrence,
+  type Schedule,
+  type StoredRecurrence,
+  type StoreOp,
+} from '@duetime/core';
 import type { Replica } from './journal.js';
 import { TimeIndex } from './time-index.js';
 
@@ -9,16 +18,25 @@ import { TimeIndex } from './time-index.js';
  */
 export type JournalRecord =
   | { type: 'commit'; ops: Fact[] }
-  | { type: 'failure'; key: string; version: number; attempts: number; dueAt: number }
   | { type: 'lease'; key: string; owner: string; token: number; expiresAt: number }
   | { type: 'release'; key: string }
   | { type: 'cursor'; key: string; at: number; expiresAt: number };
 
 export type Fact =
   | { op: 'append'; aggregateId: string; events: Event[] }
-  | { op: 'put'; key: string; at: number; message: Message; version: number }
+  | { op: 'put'; key: string; at: number; message: Message; version: number; recurrence?: StoredRecurrence }
   | { op: 'delete'; key: string }
-  | { op: 'deletePrefix'; prefix: string };
+  | { op: 'deletePrefix'; prefix: string }
+  /** A failed delivery attempt recorded on `key` when it is still at `version`. */
+  | { op: 'fail'; key: string; version: number; attempts: number; dueAt: number; error: string; at?: number }
+  | { op: 'dead'; record: StoredDeadLetter }
+  | { op: 'deleteDead'; key: string };
+
+/** A dead letter as the journal keeps it (instants as epoch milliseconds). */
+export interface StoredDeadLetter extends Omit<DeadLetterRecord, 'at' | 'deadAt'> {
+  at: number;
+  deadAt: number;
+}
 
 export interface StoredSchedule {
   at: number;
@@ -26,6 +44,8 @@ export interface StoredSchedule {
   version: number;
   attempts: number;
   dueAt: number;
+  lastError?: string;
+  recurrence?: StoredRecurrence;
 }
 
 export interface Lease {
@@ -47,6 +67,8 @@ export interface Snapshot {
   leases: [string, Lease][];
   tokens: [string, number][];
   cursors: [string, Cursor][];
+  /** Absent in snapshots written before dead letters existed. */
+  deadLetters?: [string, StoredDeadLetter][];
 }
 
 /**
@@ -63,6 +85,7 @@ export class State implements Replica<JournalRecord, Snapshot> {
   /** Kept after a lease is released or expires, so that tokens only grow. */
   readonly tokens = new Map<string, number>();
   readonly cursors = new Map<string, Cursor>();
+  readonly deadLetters = new Map<string, StoredDeadLetter>();
   readonly byDue = new TimeIndex();
   readonly byAt = new TimeIndex();
   readonly #remotePuts = new Set<(earliest: number) => void>();
@@ -75,6 +98,7 @@ export class State implements Replica<JournalRecord, Snapshot> {
       [this.leases, snapshot?.leases],
       [this.tokens, snapshot?.tokens],
       [this.cursors, snapshot?.cursors],
+      [this.deadLetters, snapshot?.deadLetters],
     ] as [Map<string, unknown>, [string, unknown][] | undefined][]) {
       map.clear();
       for (const [key, value] of entries ?? []) map.set(key, value);
@@ -95,6 +119,7 @@ export class State implements Replica<JournalRecord, Snapshot> {
       leases: live(this.leases),
       tokens: [...this.tokens],
       cursors: live(this.cursors),
+      deadLetters: [...this.deadLetters],
     };
   }
 
@@ -108,12 +133,6 @@ export class State implements Replica<JournalRecord, Snapshot> {
         }
         // Core tells this instance's listeners about its own commits; others' arrive here.
         if (remote && earliest !== undefined) for (const listener of this.#remotePuts) listener(earliest);
-        break;
-      }
-      case 'failure': {
-        const s = this.schedules.get(record.key);
-        if (s?.version === record.version)
-          this.#set(record.key, { ...s, attempts: record.attempts, dueAt: record.dueAt });
         break;
       }
       case 'lease':
@@ -166,9 +185,24 @@ export class State implements Replica<JournalRecord, Snapshot> {
           break;
         }
         case 'put':
+        case 'rearm': {
+          // A recurrence's next occurrence never replaces a schedule written since it was claimed.
+          if (op.op === 'rearm' && versionOf(op.key) !== undefined) break;
           version++;
           versions.set(op.key, version);
-          facts.push({ op: 'put', key: op.key, at: op.at.getTime(), message: op.message, version });
+          const fact: Fact = { op: 'put', key: op.key, at: op.at.getTime(), message: op.message, version };
+          if (op.recurrence) fact.recurrence = op.recurrence;
+          facts.push(fact);
+          break;
+        }
+        case 'dead':
+          facts.push({
+            op: 'dead',
+            record: { ...op.record, at: op.record.at.getTime(), deadAt: op.record.deadAt.getTime() },
+          });
+          break;
+        case 'deleteDead':
+          facts.push({ op: 'deleteDead', key: op.key });
           break;
         case 'delete':
           versions.set(op.key, undefined);
@@ -183,6 +217,18 @@ export class State implements Replica<JournalRecord, Snapshot> {
           if (versionOf(op.key) !== op.version) throw new ConflictError('schedule', op.key);
           versions.set(op.key, undefined);
           facts.push({ op: 'delete', key: op.key });
+          break;
+        case 'fail':
+          // Never a conflict: applied only if the key is still at that version when replayed.
+          facts.push({
+            op: 'fail',
+            key: op.key,
+            version: op.version,
+            attempts: op.attempts,
+            dueAt: op.dueAt.getTime(),
+            error: op.error,
+            ...(op.at ? { at: op.at.getTime() } : {}),
+          });
           break;
       }
     }
@@ -205,7 +251,14 @@ export class State implements Replica<JournalRecord, Snapshot> {
           version: fact.version,
           attempts: 0,
           dueAt: fact.at,
+          ...(fact.recurrence ? { recurrence: fact.recurrence } : {}),
         });
+        break;
+      case 'dead':
+        this.deadLetters.set(fact.record.key, fact.record);
+        break;
+      case 'deleteDead':
+        this.deadLetters.delete(fact.key);
         break;
       case 'delete':
         this.#set(fact.key, undefined);
@@ -214,6 +267,18 @@ export class State implements Replica<JournalRecord, Snapshot> {
         for (const key of [...this.schedules.keys()])
           if (key.startsWith(fact.prefix)) this.#set(key, undefined);
         break;
+      case 'fail': {
+        const s = this.schedules.get(fact.key);
+        if (s?.version === fact.version)
+          this.#set(fact.key, {
+            ...s,
+            attempts: fact.attempts,
+            dueAt: fact.dueAt,
+            lastError: fact.error,
+            ...(fact.at !== undefined ? { at: fact.at } : {}),
+          });
+        break;
+      }
     }
   }
 
@@ -236,7 +301,7 @@ export class State implements Replica<JournalRecord, Snapshot> {
 
 /** A schedule as the driver returns it: fresh objects the caller may keep. */
 export function toSchedule(key: string, s: StoredSchedule): Schedule {
-  return {
+  const schedule: Schedule = {
     key,
     at: new Date(s.at),
     message: structuredClone(s.message),
@@ -244,4 +309,12 @@ export function toSchedule(key: string, s: StoredSchedule): Schedule {
     attempts: s.attempts,
     dueAt: new Date(s.dueAt),
   };
+  if (s.lastError !== undefined) schedule.lastError = s.lastError;
+  if (s.recurrence) schedule.recurrence = readRecurrence(structuredClone(s.recurrence), key);
+  return schedule;
+}
+
+/** A dead letter as the driver returns it. */
+export function toDeadLetter(d: StoredDeadLetter): DeadLetterRecord {
+  return { ...structuredClone(d), at: new Date(d.at), deadAt: new Date(d.deadAt) };
 }

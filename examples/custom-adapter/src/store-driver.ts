@@ -1,5 +1,9 @@
 import {
+  createBufferedDelivery,
   createBufferedTransaction,
+  type DeadLetterRecord,
+  type DeliveryTransaction,
+  type DriverDeadLetterQuery,
   type DriverScheduleQuery,
   type DriverTransaction,
   type Event,
@@ -8,7 +12,7 @@ import {
   type StoreOp,
 } from '@duetime/core';
 import type { Journal } from './journal.js';
-import { type JournalRecord, type Snapshot, type State, toSchedule } from './state.js';
+import { type JournalRecord, type Snapshot, type State, toDeadLetter, toSchedule } from './state.js';
 
 /**
  * Capability 1 over the journal. Reads answer from the caught-up replica; a transaction is buffered by
@@ -25,15 +29,26 @@ export class JournalStoreDriver implements StoreDriver<undefined> {
     this.#state = state;
   }
 
+  readonly #reads = {
+    loadEvents: (id: string) => this.loadEvents(id),
+    loadSchedule: (key: string) => this.loadSchedule(key),
+    listSchedules: (query: DriverScheduleQuery) => this.listSchedules(query),
+    loadDeadLetter: (key: string) => this.loadDeadLetter(key),
+  };
+
   async begin(): Promise<DriverTransaction<undefined>> {
-    return createBufferedTransaction({
-      reads: {
-        loadEvents: (id) => this.loadEvents(id),
-        loadSchedule: (key) => this.loadSchedule(key),
-        listSchedules: (query) => this.listSchedules(query),
-      },
-      commit: (ops) => this.#commit(ops),
-    });
+    return createBufferedTransaction({ reads: this.#reads, commit: (ops) => this.#commit(ops) });
+  }
+
+  /**
+   * A delivery batch: the due schedules, read without claiming them (this adapter declares no exclusive
+   * claims, so two dispatchers may run one processor and exactly one commits). Core keeps each schedule's
+   * part as a group of operations; without a `commitGroups` of its own, each group is committed with
+   * `commit`, one journal line each. A production adapter would write the whole batch in one line.
+   */
+  async deliver(now: Date, limit: number): Promise<DeliveryTransaction<undefined>> {
+    const claimed = await this.dueSchedules(now, limit);
+    return createBufferedDelivery({ claimed, reads: this.#reads, commit: (ops) => this.#commit(ops) });
   }
 
   /** All of a transaction's operations become one line, or the transaction fails with nothing written. */
@@ -81,32 +96,30 @@ export class JournalStoreDriver implements StoreDriver<undefined> {
     });
   }
 
+  loadDeadLetter(key: string): Promise<DeadLetterRecord | undefined> {
+    return this.#journal.read(() => {
+      const d = this.#state.deadLetters.get(key);
+      return d ? toDeadLetter(d) : undefined;
+    });
+  }
+
+  listDeadLetters({ prefix, after, limit }: DriverDeadLetterQuery): Promise<DeadLetterRecord[]> {
+    return this.#journal.read(() =>
+      [...this.#state.deadLetters.keys()]
+        .filter(
+          (key) => (prefix === undefined || key.startsWith(prefix)) && (after === undefined || key > after),
+        )
+        .sort()
+        .slice(0, limit)
+        .map((key) => toDeadLetter(this.#state.deadLetters.get(key)!)),
+    );
+  }
+
   nextDueAt(): Promise<Date | undefined> {
     return this.#journal.read(() => {
       const first = this.#state.byDue.first();
       return first ? new Date(first.time) : undefined;
     });
-  }
-
-  recordFailure(
-    key: string,
-    version: number,
-    failure: { attempts: number; dueAt: Date; error: string },
-  ): Promise<boolean> {
-    return this.#journal.write(() =>
-      this.#state.schedules.get(key)?.version === version
-        ? {
-            record: {
-              type: 'failure',
-              key,
-              version,
-              attempts: failure.attempts,
-              dueAt: failure.dueAt.getTime(),
-            },
-            result: true,
-          }
-        : { result: false },
-    );
   }
 
   /**

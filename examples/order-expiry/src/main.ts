@@ -6,10 +6,11 @@
  *   DUETIME_BACKEND=sqlite:/tmp/orders.db pnpm --filter @duetime/example-order-expiry start
  */
 import { pathToFileURL } from 'node:url';
-import { type Backend, Dispatcher } from '@duetime/core';
+import { type Backend, type DeadLetterRecord, Dispatcher, type Logger } from '@duetime/core';
 import { DEFAULT_BACKEND_URL, openBackend } from './backend.js';
 import {
-  expiryProcessor,
+  expiryHandlers,
+  type OrderMessages,
   type OrderStatus,
   order,
   payAtCheckout,
@@ -33,6 +34,8 @@ export interface DemoOutcome {
   checks: Record<string, number>;
   /** Schedules left when the demo ended (none when every check ran). */
   pendingSchedules: number;
+  /** Checks the dispatcher gave up on, as kept in the store. */
+  deadLetters: DeadLetterRecord[];
 }
 
 const ORDERS = [
@@ -42,6 +45,7 @@ const ORDERS = [
   { id: 'ORD-4', amount: 90, pays: 'bank transfer' },
   { id: 'ORD-5', amount: 60, pays: 'checkout' },
   { id: 'ORD-6', amount: 35, pays: undefined },
+  { id: 'ORD-7', amount: 70, pays: undefined, provider: 'legacy-bank' },
 ] as const;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -57,9 +61,20 @@ export async function main(options: DemoOptions = {}): Promise<DemoOutcome> {
   const backend: Backend = await openBackend(url, { fresh: true });
   log(`opened ${url}`);
   const checks: Record<string, number> = {};
-  const dispatcher = new Dispatcher({
+  // Failures are logged at warn and errors at error; here into the timeline, by default on the console.
+  const logger: Logger = {
+    debug() {},
+    info() {},
+    warn: (m, f) => log(`[warn] ${m} (${f?.key}, attempt ${f?.attempt}: ${(f?.error as Error)?.message})`),
+    error: (m, f) => log(`[error] ${m} (${f?.key} after ${f?.attempts} attempts)`),
+  };
+  const dispatcher = new Dispatcher<OrderMessages>({
     store: backend.store,
-    processor: expiryProcessor((orderId, outcome) => {
+    logger,
+    // A demo's pace: three attempts, 200 ms apart (the defaults: 20 attempts, 1 s doubling up to an hour).
+    maxAttempts: 3,
+    retryDelay: 200,
+    handlers: expiryHandlers((orderId, outcome) => {
       checks[orderId] = (checks[orderId] ?? 0) + 1;
       log(
         outcome === 'expired'
@@ -73,7 +88,7 @@ export async function main(options: DemoOptions = {}): Promise<DemoOutcome> {
   try {
     for (const [i, o] of ORDERS.entries()) {
       const expiresAt = new Date(Date.now() + expiresAfter + i * (expiresAfter / 10));
-      await placeOrder(backend.store, o.id, o.amount, expiresAt);
+      await placeOrder(backend.store, o.id, o.amount, expiresAt, 'provider' in o ? o.provider : undefined);
       log(
         `${o.id} placed (${o.amount} EUR), expiry check due at +${((expiresAt.getTime() - started) / 1000).toFixed(3)}s`,
       );
@@ -97,6 +112,7 @@ export async function main(options: DemoOptions = {}): Promise<DemoOutcome> {
       orders: {},
       checks,
       pendingSchedules: (await backend.store.listSchedules()).length,
+      deadLetters: (await backend.store.pageDeadLetters()).items,
     };
     print('');
     print('order   amount  status   events');
@@ -108,6 +124,10 @@ export async function main(options: DemoOptions = {}): Promise<DemoOutcome> {
         `${o.id}  ${String(state.amount).padStart(6)}  ${state.status.padEnd(7)}  ${events.map((e) => e.type).join(', ')}`,
       );
     }
+    print('');
+    print('dead letters (duetime schedules list --dead; retry with duetime schedules retry KEY)');
+    for (const dead of outcome.deadLetters)
+      print(`${dead.key}  after ${dead.attempts} attempts: ${dead.error}`);
     return outcome;
   } finally {
     stop.abort();

@@ -26,6 +26,18 @@ describe('the order-expiry demo', () => {
     expect(Object.keys(outcome.checks).sort()).toEqual(['ORD-1', 'ORD-3', 'ORD-4', 'ORD-6']);
     expect(lines.some((l) => l.includes('ORD-4 expiry check: already paid, nothing to do'))).toBe(true);
     expect(lines.filter((l) => l.includes('-> order.expired'))).toHaveLength(3);
+    // ORD-7's provider never answers: three attempts, then a dead letter kept in the store.
+    expect(outcome.orders['ORD-7']).toEqual({ status: 'pending', events: ['order.placed'] });
+    expect(
+      lines.filter((l) => l.includes('[warn] processor failed; will retry (order/ORD-7/expire')),
+    ).toHaveLength(2);
+    expect(outcome.deadLetters).toHaveLength(1);
+    expect(outcome.deadLetters[0]).toMatchObject({
+      key: 'order/ORD-7/expire',
+      attempts: 3,
+      error: 'Error: legacy-bank did not answer (void authorisation)',
+      message: { type: 'order.expire', data: { orderId: 'ORD-7' } },
+    });
   }, 30_000);
 
   it('starts from a fresh file on every run', async () => {
