@@ -18,29 +18,46 @@ NATS_NEW_URL="${DUETIME_NATS_NEW_URL:-nats://127.0.0.1:4223}"
 
 usage() {
   cat <<EOF
-Usage: bash scripts/services.sh up|status|down|--help
+Usage: bash scripts/services.sh up|status|down [--clusters] | --help
 
   up      Start PostgreSQL, Redis and NATS (JetStream) where they do not answer yet; install them with
           apt-get when missing (as root). Waits up to ${TIMEOUT}s for each; exits non-zero naming the service
-          that could not be started. Then provides a NATS server >= ${NATS_NEW_MIN} (native message schedules) from
+          that could not be started. Then provides a NATS server >= ${NATS_NEW_MIN} (the NATS store, native message schedules) from
           Debian's ${NATS_NEW_SUITE} suite, fetched through a private apt configuration into the cache directory
           (the system's apt sources are never changed). Where that server cannot be had, says why, records
-          the reason in the status file and still exits 0. Running it again changes nothing.
-  status  Print what answers where, with versions. Exits non-zero when a required service does not answer.
+          the reason in the status file and still exits 0. Installs Debian's Chromium (the dashboard's
+          browser tests) with apt-get when it is missing. Running it again changes nothing.
+  up --clusters
+          All of the above, then the clusters on loopback: a Redis Cluster (three masters, one replica each,
+          ports 7001-7006, from the same redis-server) and a three-node NATS cluster of the >= ${NATS_NEW_MIN} server
+          (client ports 4231-4233, route ports +${NATS_ROUTE_OFFSET}, monitoring ports +${NATS_MONITOR_OFFSET}, JetStream on every node).
+          Exits non-zero when the Redis Cluster cannot be formed; the NATS cluster, like the newer server,
+          is recorded as unavailable (with the reason) when its binary cannot be had.
+  status  Print what answers where, with versions, clusters included. Exits non-zero when a required service
+          does not answer (with --clusters, the Redis Cluster is required too).
   down    Stop the extra NATS server (>= ${NATS_NEW_MIN}) that 'up' started. The other services are left running.
+  down --clusters
+          Stop the clusters 'up --clusters' started and delete their state (the next 'up --clusters'
+          creates them anew). Nothing else is stopped.
 
 Environment (read by this script and by the tests; nothing is exported):
   DUETIME_PG_URL        PostgreSQL          default postgres://127.0.0.1:5432/test (trust auth, database test)
   DUETIME_REDIS_URL     Redis 7             default redis://127.0.0.1:6379
   DUETIME_NATS_URL      NATS with JetStream default nats://127.0.0.1:4222
   DUETIME_NATS_NEW_URL  NATS >= ${NATS_NEW_MIN}        default nats://127.0.0.1:4223
+  DUETIME_REDIS_CLUSTER_URLS  every node of the Redis Cluster, comma-separated
+                        default redis://127.0.0.1:7001,...,redis://127.0.0.1:7006
+  DUETIME_NATS_CLUSTER_URLS   every server of the NATS cluster, comma-separated
+                        default nats://127.0.0.1:4231,nats://127.0.0.1:4232,nats://127.0.0.1:4233
   DUETIME_CACHE_DIR     cache directory     default \${XDG_CACHE_HOME:-\$HOME/.cache}/duetime (now: $CACHE_DIR)
   DUETIME_SERVICES_TIMEOUT  seconds to wait for each service (default 60)
   DUETIME_NATS_NEW_SUITE    Debian suite to take the newer nats-server from (default sid)
+  DUETIME_REDIS_CLUSTER_NODE_TIMEOUT  cluster-node-timeout of the Redis Cluster nodes, ms (default 5000)
+  DUETIME_CHROMIUM      the browser the dashboard's tests drive (default /usr/bin/chromium)
 
 A URL on 127.0.0.1, localhost or ::1 is started here when it does not answer; any other host is only checked.
-The newer NATS server's state is written to $NATS_NEW_STATUS:
-  'available <version> <url>' or 'unavailable <reason>'.
+The newer NATS server's state is written to $NATS_NEW_STATUS, the NATS cluster's to
+$NATS_CLUSTER_STATUS: 'available <version> <url>' or 'unavailable <reason>'.
 EOF
 }
 
@@ -270,7 +287,7 @@ nats_new_unavailable() {
   mkdir -p "$CACHE_DIR"
   echo "unavailable $1" >"$NATS_NEW_STATUS"
   say nats-new "not available: $1"
-  say nats-new "tests that need NATS >= $NATS_NEW_MIN will report themselves as not run"
+  say nats-new "the NATS store's tests need NATS >= $NATS_NEW_MIN: they will fail with this reason"
 }
 
 # The Debian mirror the system's apt already uses (its main suite), so no host is named here.
@@ -331,7 +348,11 @@ up_nats_new() {
     if [ -z "$version" ] || ! version_ge "$version" "$NATS_NEW_MIN"; then
       say nats-new "fetching nats-server from Debian $NATS_NEW_SUITE into $NATS_NEW_DIR"
       mkdir -p "$NATS_NEW_DIR"
-      reason="$(fetch_nats_new)" || { nats_new_unavailable "$reason"; return; }
+      reason="$(fetch_nats_new)" || {
+        NATS_NEW_FETCH_FAILED="$reason" # the NATS cluster needs the same binary: not fetched twice
+        nats_new_unavailable "$reason"
+        return
+      }
     fi
     start_nats "$bin" "${host/localhost/127.0.0.1}" "$port" "$NATS_NEW_DIR" ||
       { nats_new_unavailable "nats-server did not start (see $NATS_NEW_DIR/nats-server.log)"; return; }
@@ -414,6 +435,35 @@ status() {
   return "$missing"
 }
 
+# ---------------------------------------------------------------- Chromium (the dashboard's browser tests)
+CHROMIUM="${DUETIME_CHROMIUM:-/usr/bin/chromium}"
+chromium_version() { "$CHROMIUM" --version 2>/dev/null | head -n1; }
+up_chromium() {
+  if [ ! -x "$CHROMIUM" ]; then
+    [ "$CHROMIUM" = /usr/bin/chromium ] || fail chromium "DUETIME_CHROMIUM=$CHROMIUM is not an executable"
+    apt_install chromium || fail chromium "missing, and apt-get install -y chromium failed (as root; see $LOG_DIR/apt.log)"
+  fi
+  say chromium "$(chromium_version) at $CHROMIUM"
+}
+status_chromium() {
+  if [ -x "$CHROMIUM" ]; then say chromium "$(chromium_version) at $CHROMIUM"; else
+    say chromium "NOT installed at $CHROMIUM: run 'bash scripts/services.sh up' as root (apt-get install -y chromium)"
+    return 1
+  fi
+}
+
+# shellcheck source=scripts/services-clusters.sh
+. "$(dirname "${BASH_SOURCE[0]}")/services-clusters.sh"
+
+clusters=0
+case "${2:-}" in
+  "") ;;
+  --clusters) clusters=1 ;;
+  *)
+    usage >&2
+    exit 2
+    ;;
+esac
 case "${1:-}" in
   up)
     mkdir -p "$LOG_DIR"
@@ -421,9 +471,28 @@ case "${1:-}" in
     up_redis
     up_nats
     up_nats_new
+    up_chromium
+    if [ "$clusters" = 1 ]; then
+      up_redis_cluster
+      up_nats_cluster
+    fi
     ;;
-  status) status ;;
-  down) down_nats_new ;;
+  status)
+    status
+    missing=$?
+    status_chromium || missing=1
+    status_redis_cluster || { [ "$clusters" = 1 ] && missing=1; }
+    status_nats_cluster
+    exit "$missing"
+    ;;
+  down)
+    if [ "$clusters" = 1 ]; then
+      down_redis_cluster
+      down_nats_cluster
+    else
+      down_nats_new
+    fi
+    ;;
   -h | --help | help) usage ;;
   *)
     usage >&2
