@@ -4,11 +4,28 @@
  * from `@duetime/backend-nats/testing`.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
-import { tmpdir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectNats } from './connection.js';
+
+/**
+ * A `nats-server` binary >= 2.12 (the store needs it) for a server of the test's own:
+ * `DUETIME_NATS_SERVER_BIN`, else the one `bash scripts/services.sh up` fetched into its cache
+ * (`DUETIME_CACHE_DIR`, default `~/.cache/duetime`). Throws, saying how to get one, when neither exists.
+ */
+export function newerNatsServerBinary(): string {
+  const given = process.env.DUETIME_NATS_SERVER_BIN;
+  if (given) return given;
+  const cache =
+    process.env.DUETIME_CACHE_DIR ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'duetime');
+  const fetched = join(cache, 'nats-new', 'root', 'usr', 'sbin', 'nats-server');
+  if (existsSync(fetched)) return fetched;
+  throw new Error(
+    `no nats-server >= 2.12 at ${fetched}; run 'bash scripts/services.sh up' to fetch it, or set DUETIME_NATS_SERVER_BIN`,
+  );
+}
 
 /** A loopback TCP port nobody listens on right now. */
 export async function freePort(): Promise<number> {

@@ -3,8 +3,7 @@ import { jetstreamManager, StorageType } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { connectNats } from '../src/index.js';
-import { PrivateNatsCluster } from '../src/testing.js';
-import { newerServerBinary } from './newer-server.js';
+import { newerNatsServerBinary, PrivateNatsCluster } from '../src/testing.js';
 
 // PrivateNatsCluster (from '@duetime/backend-nats/testing'): a cluster of the test's own that tests lose
 // servers of. Checked with the JetStream client alone: it forms one cluster, finds a replicated stream's
@@ -26,7 +25,7 @@ describe('PrivateNatsCluster', () => {
   });
 
   it('loses the leader of an R3 stream (SIGKILL, then a freeze): another leads, nothing acknowledged is lost', async () => {
-    cluster = await PrivateNatsCluster.start({ binary: newerServerBinary() });
+    cluster = await PrivateNatsCluster.start({ binary: newerNatsServerBinary() });
     expect(cluster.nodes).toHaveLength(3);
     expect(new Set(cluster.nodes.map((n) => n.name)).size).toBe(3);
     expect(cluster.running.sort()).toEqual(cluster.nodes.map((n) => n.port).sort());

@@ -2,8 +2,7 @@ import { freshNamespace, waitFor } from '@duetime/conformance';
 import { aggregate, Dispatcher, isTransient, type Logger } from '@duetime/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createNatsBackend, type NatsBackend } from '../src/index.js';
-import { PrivateNatsServer } from '../src/testing.js';
-import { newerServerBinary } from './newer-server.js';
+import { newerNatsServerBinary, PrivateNatsServer } from '../src/testing.js';
 
 const effects = aggregate({ type: 'restart-effects', initial: 0, apply: { applied: (n: number) => n + 1 } });
 
@@ -22,7 +21,7 @@ describe('a NATS server that crashes and restarts', () => {
   });
 
   it('keeps the dispatcher running; nothing committed before, during or after is lost or applied twice', async () => {
-    server = await PrivateNatsServer.start({ binary: newerServerBinary() });
+    server = await PrivateNatsServer.start({ binary: newerNatsServerBinary() });
     const logger = quietLogger();
     const backend: NatsBackend = await createNatsBackend(
       { servers: server.url },
@@ -95,7 +94,7 @@ describe('a NATS server that crashes and restarts', () => {
   }, 120_000);
 
   it('reports operations during the outage as transient errors, and works again after the restart', async () => {
-    server = await PrivateNatsServer.start({ binary: newerServerBinary() });
+    server = await PrivateNatsServer.start({ binary: newerNatsServerBinary() });
     const backend = await createNatsBackend(
       { servers: server.url },
       { prefix: freshNamespace(), commitTimeoutMs: 1000, requestTimeoutMs: 500 },

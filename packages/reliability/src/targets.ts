@@ -1,6 +1,5 @@
-import { existsSync } from 'node:fs';
 import { createConnection } from 'node:net';
-import { homedir, tmpdir, userInfo } from 'node:os';
+import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import type { Backend, Clock, Logger } from '@duetime/core';
 
@@ -59,22 +58,6 @@ export function serviceUrl(kind: Exclude<BackendName, 'sqlite'>): string {
       // The NATS store needs NATS >= 2.12 (atomic batch publish): the newer server of the services script.
       return process.env.DUETIME_NATS_NEW_URL ?? 'nats://127.0.0.1:4223';
   }
-}
-
-/**
- * A nats-server >= 2.12 binary for runs that need a server of their own: DUETIME_NATS_SERVER_BIN, else
- * the one `bash scripts/services.sh up` fetched into its cache.
- */
-export function newerNatsServerBinary(): string {
-  const given = process.env.DUETIME_NATS_SERVER_BIN;
-  if (given) return given;
-  const cache =
-    process.env.DUETIME_CACHE_DIR ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'duetime');
-  const fetched = join(cache, 'nats-new', 'root', 'usr', 'sbin', 'nats-server');
-  if (existsSync(fetched)) return fetched;
-  throw new Error(
-    `no nats-server >= 2.12 at ${fetched}; run 'bash scripts/services.sh up' to fetch it, or set DUETIME_NATS_SERVER_BIN`,
-  );
 }
 
 const SERVICE_NAMES = { postgres: 'PostgreSQL', redis: 'Redis', nats: 'NATS with JetStream' } as const;

@@ -1,4 +1,4 @@
-import { PrivateNatsCluster } from '@duetime/backend-nats/testing';
+import { newerNatsServerBinary, PrivateNatsCluster } from '@duetime/backend-nats/testing';
 import { createRedisBackend } from '@duetime/backend-redis';
 import { PrivateRedisCluster, PrivateRedisServer } from '@duetime/backend-redis/testing';
 import { freshNamespace } from '@duetime/conformance';
@@ -22,14 +22,7 @@ import { PrivatePostgresServer } from '../src/postgres-server.js';
 import { Random, runSeed } from '../src/random.js';
 import { recordResult } from '../src/results.js';
 import { CHAOS_SCHEDULE, CHAOS_SCOPE } from '../src/roles.js';
-import {
-  BACKENDS,
-  dropTarget,
-  newerNatsServerBinary,
-  newTarget,
-  openTarget,
-  type TargetSpec,
-} from '../src/targets.js';
+import { BACKENDS, dropTarget, newTarget, openTarget, type TargetSpec } from '../src/targets.js';
 
 // Node loss: the server under the store dies or hangs while work runs. Redis: a private Redis Cluster
 // (three masters, one replica each, cluster-node-timeout 1 s) whose master serving the store is killed or

@@ -1,4 +1,4 @@
-import { PrivateNatsServer } from '@duetime/backend-nats/testing';
+import { newerNatsServerBinary, PrivateNatsServer } from '@duetime/backend-nats/testing';
 import { freshNamespace } from '@duetime/conformance';
 import { describe, expect, it } from 'vitest';
 import { audit, describeFigures } from '../src/audit.js';
@@ -19,7 +19,6 @@ import {
   assertServiceUp,
   BACKENDS,
   dropTarget,
-  newerNatsServerBinary,
   newTarget,
   openTarget,
   type TargetSpec,
