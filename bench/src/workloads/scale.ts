@@ -80,9 +80,12 @@ export async function scaleWorkload(ctx: BenchContext, backends: DuetimeBackendN
     try {
       const started = performance.now();
       const base = Date.now() + 3_600_000;
+      // One NATS transaction is one atomic batch of at most 1,000 messages, about 990 schedules
+      // (packages/backend-nats/README.md, Limits): NATS takes 500 per transaction.
+      const perTransaction = kind === 'nats' ? 500 : 1000;
       let count = 0;
       while (count < target && performance.now() - started < BUDGET_MINUTES * 60_000) {
-        const end = Math.min(target, count + 1000);
+        const end = Math.min(target, count + perTransaction);
         await backend.store.transact(async (tx) => {
           for (let j = count; j < end; j++) {
             await tx.schedule(`scale/${j}`, new Date(base + j), {
@@ -107,10 +110,13 @@ export async function scaleWorkload(ctx: BenchContext, backends: DuetimeBackendN
         `  scale ${kind}: ${count} in ${seconds.toFixed(1)} s, ${enqueueRate} items/s, ${JSON.stringify(child)}`,
       );
       const subject = `duetime/${kind}`;
-      const note =
+      const notes = [
+        perTransaction !== 1000 ? `${perTransaction} per transaction` : undefined,
         count < target
           ? `stopped at ${count.toLocaleString('en-US')} pending: the ${BUDGET_MINUTES}-minute enqueue budget ran out`
-          : undefined;
+          : undefined,
+      ].filter((part) => part !== undefined);
+      const note = notes.length > 0 ? notes.join('; ') : undefined;
       const label = `${target.toLocaleString('en-US')} pending`;
       rows.push(
         soloRow(
