@@ -85,25 +85,7 @@ describe.runIf(runs.length > 0)('a Redis master lost during a crash loop', () =>
               });
             },
           });
-          const lastDeadline = Math.max(
-            0,
-            ...[...run.driver.history.puts.values()]
-              .map((p) => p.at)
-              .filter((at) => at < Date.now() + 3_600_000),
-          );
-          const drainedAt = await drainDue(backend, target, { until: lastDeadline + 50, timeoutMs: 120_000 });
-          const input = await collect(backend, target, run.driver.history, drainedAt, {
-            scope: CHAOS_SCOPE,
-            schedule: CHAOS_SCHEDULE,
-            period: PERIOD,
-            from: run.startedAt - 2000,
-            to: drainedAt,
-          });
-          if (input.ticks)
-            input.ticks.reported = new Set(
-              run.reported().map((at) => occurrenceId(CHAOS_SCOPE, CHAOS_SCHEDULE, at)),
-            );
-          const figures = audit(input);
+          const figures = await auditCrashLoop(backend, target, run);
           const outside = figures.lostPuts.filter((put) => faultAround(put, faults) === undefined);
           const takeover = faults.map((f) => f.takenOverAt - f.at);
           console.log(
@@ -231,6 +213,28 @@ describe.runIf(runs.length > 0)('a single Redis server SIGKILLed under load and 
   );
 });
 
+/** Drains what a crash loop left due, then audits the whole run: every put, delivery and tick. */
+async function auditCrashLoop(
+  backend: Awaited<ReturnType<typeof openTarget>>,
+  target: TargetSpec,
+  run: Awaited<ReturnType<typeof runCrashLoop>>,
+): Promise<AuditFigures> {
+  const drainedAt = await drainDue(backend, target, {
+    until: lastDeadline(run.driver.history.puts.values()) + 50,
+    timeoutMs: 120_000,
+  });
+  const input = await collect(backend, target, run.driver.history, drainedAt, {
+    scope: CHAOS_SCOPE,
+    schedule: CHAOS_SCHEDULE,
+    period: PERIOD,
+    from: run.startedAt - 2000,
+    to: drainedAt,
+  });
+  if (input.ticks)
+    input.ticks.reported = new Set(run.reported().map((at) => occurrenceId(CHAOS_SCOPE, CHAOS_SCHEDULE, at)));
+  return audit(input);
+}
+
 /** When the last put the driver made is due (the far-future ones left out): the final drain waits for it. */
 function lastDeadline(puts: Iterable<{ at: number }>): number {
   return Math.max(0, ...[...puts].map((p) => p.at).filter((at) => at < Date.now() + 3_600_000));
@@ -329,22 +333,7 @@ describe.runIf(selected.includes('nats'))('a NATS stream leader lost (three serv
           });
         },
       });
-      const drainedAt = await drainDue(backend, target, {
-        until: lastDeadline(run.driver.history.puts.values()) + 50,
-        timeoutMs: 120_000,
-      });
-      const input = await collect(backend, target, run.driver.history, drainedAt, {
-        scope: CHAOS_SCOPE,
-        schedule: CHAOS_SCHEDULE,
-        period: PERIOD,
-        from: run.startedAt - 2000,
-        to: drainedAt,
-      });
-      if (input.ticks)
-        input.ticks.reported = new Set(
-          run.reported().map((at) => occurrenceId(CHAOS_SCOPE, CHAOS_SCHEDULE, at)),
-        );
-      const figures = audit(input);
+      const figures = await auditCrashLoop(backend, target, run);
       const recorded = lossFigures(figures, faults, run.kills);
       console.log(
         describeFigures(label, figures, {
@@ -457,22 +446,7 @@ describe.runIf(selected.includes('postgres'))('a PostgreSQL server crashed durin
           });
         },
       });
-      const drainedAt = await drainDue(backend, target, {
-        until: lastDeadline(run.driver.history.puts.values()) + 50,
-        timeoutMs: 120_000,
-      });
-      const input = await collect(backend, target, run.driver.history, drainedAt, {
-        scope: CHAOS_SCOPE,
-        schedule: CHAOS_SCHEDULE,
-        period: PERIOD,
-        from: run.startedAt - 2000,
-        to: drainedAt,
-      });
-      if (input.ticks)
-        input.ticks.reported = new Set(
-          run.reported().map((at) => occurrenceId(CHAOS_SCOPE, CHAOS_SCHEDULE, at)),
-        );
-      const figures = audit(input);
+      const figures = await auditCrashLoop(backend, target, run);
       const recorded = lossFigures(figures, faults, run.kills);
       console.log(
         describeFigures(label, figures, {
