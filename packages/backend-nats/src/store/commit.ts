@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { BackendError, ConflictError, type Schedule, type StoreOp } from '@duetime/core';
 import type { BatchMessage, NatsIo, StoredMessage } from '../io.js';
 import { MAX_ATOMIC_BATCH } from '../io.js';
@@ -191,10 +192,14 @@ async function publishChunk(
     const outcome = await publishOnce(c, messages);
     if (outcome === 'applied') return;
     // An expectation did not hold: find whose, leave those out, publish the rest.
-    const failing = await failingExpectations(
-      c,
-      live.flatMap((i) => plans[i]!.expectations),
-    );
+    const expectations = live.flatMap((i) => plans[i]!.expectations);
+    let failing = await failingExpectations(c, expectations);
+    // On a replicated stream the read may be answered by a replica that has not yet applied what made the
+    // leader refuse the batch: read again, a little later, before calling the refusal unexplained.
+    for (let waitMs = 5; failing.size === 0 && waitMs <= 320; waitMs *= 2) {
+      await sleep(waitMs);
+      failing = await failingExpectations(c, expectations);
+    }
     let progressed = false;
     for (const i of live) {
       const plan = plans[i] as GroupPlan;
