@@ -29,14 +29,7 @@ export function newerNatsServerBinary(): string {
 
 /** A loopback TCP port nobody listens on right now. */
 export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
+  return (await freePorts(1))[0] as number;
 }
 
 export interface PrivateNatsServerOptions {

@@ -1,8 +1,8 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from '@duetime/backend-nats/testing';
 
 /** The directory of PostgreSQL's server binaries: DUETIME_PG_BIN_DIR, else the newest under /usr/lib/postgresql. */
 function binDir(): string {
@@ -20,17 +20,6 @@ function binDir(): string {
       `no PostgreSQL server binaries under ${root} (install PostgreSQL: bash scripts/services.sh up), or set DUETIME_PG_BIN_DIR`,
     );
   return join(root, newest, 'bin');
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
 }
 
 /** The pids of the processes whose parent is `pid` (from /proc). */
