@@ -4,7 +4,7 @@
  * `node lib/child.ts <task> <json-args>`; prints one JSON line with the result, or `FAILED <reason>`.
  */
 import { replicaChild } from '../workloads/failover.js';
-import { idleChild } from '../workloads/idle.js';
+import { idleChild, idleFillChild } from '../workloads/idle.js';
 import { recurringChild } from '../workloads/recurring.js';
 import { scaleChild } from '../workloads/scale.js';
 import { scaleoutChild } from '../workloads/scaleout.js';
@@ -15,6 +15,7 @@ const args = JSON.parse(raw ?? '{}') as Record<string, unknown>;
 
 const tasks: Record<string, () => Promise<unknown>> = {
   idle: () => idleChild(args),
+  'idle-fill': () => idleFillChild(args),
   scale: () => scaleChild(args),
   replica: () => replicaChild(args),
   tick: () => tickChild(args),

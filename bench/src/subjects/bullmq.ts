@@ -1,5 +1,6 @@
 import { redisKeyBytes } from '../lib/storage.js';
 import {
+  type CreateOptions,
   type Item,
   PADDING,
   type PeerSettings,
@@ -67,10 +68,10 @@ export function bullmq(settings: PeerSettings): Subject {
     tuning: best
       ? 'removeOnComplete, removeOnFail; concurrency as given; stalled checks and lock renewal at their defaults'
       : 'defaults (finished jobs kept), concurrency as given',
-    async create(): Promise<Queue> {
+    async create(options: CreateOptions = {}): Promise<Queue> {
       const { Queue: BullQueue } = await import('bullmq');
       const { Redis } = await import('ioredis');
-      const name = uniqueName('bench');
+      const name = options.name ?? uniqueName('bench');
       const connection = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
       const queue = new BullQueue(name, { connection });
       const stops: (() => Promise<void>)[] = [];
@@ -93,7 +94,7 @@ export function bullmq(settings: PeerSettings): Subject {
         storageBytes: () => redisKeyBytes(REDIS_URL, `bull:${name}:*`),
         async close() {
           await Promise.all(stops.map((stop) => stop()));
-          await queue.obliterate({ force: true });
+          if (!options.keep) await queue.obliterate({ force: true });
           await queue.close();
           connection.disconnect();
         },

@@ -190,7 +190,7 @@ export function duetime(kind: DuetimeBackendName, variant: DuetimeVariant = {}):
     backend: kind,
     tuning: `defaults (Dispatcher: delivery batches of up to 256 committed together, batchDuration 50 ms, concurrency = batches open at once, rescanInterval 1 s, push wake-ups${synchronous ? `; SQLite synchronous '${synchronous}'` : ''}${telemetry ? `; ${TELEMETRY_TUNING[telemetry]}` : ''}); enqueue batches are one transaction per 100 schedules`,
     async create(options: CreateOptions = {}): Promise<Queue> {
-      const opened = await openDuetime(kind, undefined, {
+      const opened = await openDuetime(kind, options.name, {
         ...open,
         ...(synchronous ? { synchronous } : {}),
         ...options,
@@ -256,7 +256,7 @@ export function duetime(kind: DuetimeBackendName, variant: DuetimeVariant = {}):
         async close() {
           await Promise.all(stops.map((s) => s()));
           await opened.backend.close();
-          await opened.drop();
+          if (!options.keep) await opened.drop();
         },
       };
     },

@@ -39,7 +39,7 @@ export function graphileWorker(settings: PeerSettings): Subject {
     async create(options: CreateOptions = {}): Promise<Queue> {
       const { Logger, makeWorkerUtils, run } = await import('graphile-worker');
       const connectionString = withApplicationName(PG_URL, options.applicationName);
-      const schema = uniqueName('gw_');
+      const schema = options.name ?? uniqueName('gw_');
       const utils = await makeWorkerUtils({ connectionString, schema });
       await utils.migrate();
       const runners: Awaited<ReturnType<typeof run>>[] = [];
@@ -90,11 +90,13 @@ export function graphileWorker(settings: PeerSettings): Subject {
         storageBytes: () => pgSchemaBytes(PG_URL, schema),
         async close() {
           await Promise.all(runners.map((r) => r.stop().catch(() => {})));
-          const { Client } = await import('pg');
-          const client = new Client({ connectionString: PG_URL });
-          await client.connect();
-          await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-          await client.end();
+          if (!options.keep) {
+            const { Client } = await import('pg');
+            const client = new Client({ connectionString: PG_URL });
+            await client.connect();
+            await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+            await client.end();
+          }
           await utils.release();
         },
       };

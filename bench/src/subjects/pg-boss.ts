@@ -93,7 +93,7 @@ export function pgBoss(settings: PeerSettings): Subject {
       : `defaults (pollingIntervalSeconds 2) with batchSize ${DEFAULT_ROW_BATCH}, handled concurrency at a time`,
     async create(options: CreateOptions = {}): Promise<Queue> {
       const { PgBoss } = await import('pg-boss');
-      const schema = uniqueName('pgboss_');
+      const schema = options.name ?? uniqueName('pgboss_');
       const boss = new PgBoss({
         connectionString: PG_URL,
         schema,
@@ -105,7 +105,7 @@ export function pgBoss(settings: PeerSettings): Subject {
       boss.on('error', () => {});
       await boss.start();
       const queue = 'bench';
-      await boss.createQueue(queue);
+      if (!(await boss.getQueue(queue))) await boss.createQueue(queue);
       const job = (item: Item) => ({ data: payload(item), startAfter: new Date(item.dueAt) });
       const dueAt = (j: { data: unknown }) => (j.data as { dueAt: number }).dueAt;
       return {
@@ -121,7 +121,7 @@ export function pgBoss(settings: PeerSettings): Subject {
         storageBytes: () => pgSchemaBytes(PG_URL, schema),
         async close() {
           await boss.stop({ graceful: false });
-          await dropSchema(schema);
+          if (!options.keep) await dropSchema(schema);
         },
       };
     },

@@ -25,6 +25,13 @@ export interface Queue {
 export interface CreateOptions {
   /** PostgreSQL `application_name` for every connection the library opens (to find its server processes). */
   applicationName?: string;
+  /**
+   * Opens the queue called `name` (its schema, prefix, file or queue name; letters and digits, starting
+   * with a letter) instead of fresh data of its own: another process opens the same queue with it.
+   */
+  name?: string;
+  /** `close()` leaves the queue's data in place (for the process that opens it next). */
+  keep?: boolean;
 }
 
 /**

@@ -19,7 +19,27 @@ export interface IdleResult {
 const NAN: IdleResult = { cpuSeconds: Number.NaN, rssMb: Number.NaN, bytesPerItem: Number.NaN };
 
 /**
- * In a fresh process: `count` items due in an hour, a worker (concurrency 16) started and left idle for
+ * In a process of its own: opens the queue `name` and enqueues `count` items due in an hour, then closes
+ * it, leaving the items for the worker's process.
+ */
+export async function idleFillChild(args: Record<string, unknown>): Promise<{ enqueued: number }> {
+  const subject = subjectByName(String(args.subject));
+  const count = Number(args.count);
+  const queue = await subject.create({ name: String(args.name), keep: true });
+  try {
+    const run = Math.random().toString(36).slice(2, 8);
+    const dueAt = Date.now() + 3_600_000;
+    const items: Item[] = Array.from({ length: count }, (_, i) => ({ id: `${run}-${i}`, dueAt: dueAt + i }));
+    for (let i = 0; i < items.length; i += 1000) await queue.enqueueBatch(items.slice(i, i + 1000));
+    return { enqueued: count };
+  } finally {
+    await queue.close();
+  }
+}
+
+/**
+ * In a fresh process: a queue that another process fills with `count` items due in an hour (so this
+ * process's memory holds none of that work), then a worker (concurrency 16) started and left idle for
  * `idleMs` after a second to settle → its CPU and RSS, what it costs the server, and storage per item.
  */
 export async function idleChild(args: Record<string, unknown>): Promise<IdleResult> {
@@ -28,13 +48,11 @@ export async function idleChild(args: Record<string, unknown>): Promise<IdleResu
   const idleMs = Number(args.idleMs);
   const applicationName = `duetime-bench-idle-${process.pid}`;
   const commands = subject.backend === 'redis' ? await countRedisCommands() : undefined;
-  const queue = await subject.create({ applicationName });
+  const name = `idle${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
+  const queue = await subject.create({ applicationName, name });
   try {
     const emptyBytes = await queue.storageBytes();
-    const run = Math.random().toString(36).slice(2, 8);
-    const dueAt = Date.now() + 3_600_000;
-    const items: Item[] = Array.from({ length: count }, (_, i) => ({ id: `${run}-${i}`, dueAt: dueAt + i }));
-    for (let i = 0; i < items.length; i += 1000) await queue.enqueueBatch(items.slice(i, i + 1000));
+    await inChild('idle-fill', { subject: subject.name, name, count });
     const stop = await queue.startWorker({ concurrency: 16, onJob: () => {} });
     await sleep(1000);
     globalThis.gc?.();
