@@ -12,7 +12,7 @@ import { decodeSchedulePairs } from './codec.js';
 import type { Committer } from './commit.js';
 import { mapRedisError } from './errors.js';
 import type { KeySpace } from './keys.js';
-import type { ScriptRunner } from './scripts.js';
+import { runScript, type ScriptRunner } from './scripts.js';
 
 export interface DeliverySettings {
   runner: ScriptRunner;
@@ -55,7 +55,8 @@ export class Deliveries {
     const token = claimTtl === undefined ? '' : `${this.#s.senderId}.${(++this.#count).toString(36)}`;
     // Without claims, nothing hides what this instance's open deliveries hold: read past them.
     const held = claimTtl === undefined ? this.#heldKeys() : undefined;
-    const reply = (await this.#script(
+    const reply = (await runScript(
+      this.#s,
       'claim due schedules',
       'deliver',
       [keys.due, keys.schedules, keys.claims],
@@ -68,7 +69,8 @@ export class Deliveries {
       // A message that is not duetime's: put the page back (its claims would only expire) and say so.
       const keysClaimed = reply.filter((_, i) => i % 2 === 0).map(String);
       if (token !== '')
-        await this.#script(
+        await runScript(
+          this.#s,
           'release claims',
           'claim-release',
           [keys.due, keys.schedules, keys.claims],
@@ -92,19 +94,6 @@ export class Deliveries {
     const held = new Set<string>();
     for (const delivery of this.#open) for (const s of delivery.claimed) held.add(s.key);
     return held;
-  }
-
-  async #script(
-    operation: string,
-    name: Parameters<ScriptRunner['run']>[0],
-    keys: string[],
-    args: (string | number)[],
-  ): Promise<unknown> {
-    try {
-      return await this.#s.runner.run(name, keys, args);
-    } catch (error) {
-      throw mapRedisError(error, operation, this.#s.target);
-    }
   }
 }
 

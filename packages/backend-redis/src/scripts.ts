@@ -1,5 +1,6 @@
 import { BackendError } from '@duetime/core';
 import { Cluster, type Redis } from 'ioredis';
+import { mapRedisError } from './errors.js';
 import { type LuaScriptName, luaScripts } from './lua/scripts.generated.js';
 
 /** The ioredis client duetime talks through: a single server or a cluster. */
@@ -166,5 +167,20 @@ export class ScriptRunner {
         timer = setTimeout(() => reject(new Error(`Command timed out after ${ms} ms`)), ms);
       }),
     ]).finally(() => clearTimeout(timer));
+  }
+}
+
+/** Runs script `name` through `s.runner`; a failure becomes duetime's error for `operation` on `s.target`. */
+export async function runScript(
+  s: { runner: ScriptRunner; target: string },
+  operation: string,
+  name: LuaScriptName,
+  keys: readonly string[],
+  args: readonly Arg[],
+): Promise<unknown> {
+  try {
+    return await s.runner.run(name, keys, args);
+  } catch (error) {
+    throw mapRedisError(error, operation, s.target);
   }
 }

@@ -16,7 +16,7 @@ import { Committer } from './commit.js';
 import { Deliveries } from './delivery.js';
 import { mapRedisError } from './errors.js';
 import type { KeySpace } from './keys.js';
-import type { ScriptRunner } from './scripts.js';
+import { runScript, type ScriptRunner } from './scripts.js';
 import type { ChangeWatcher } from './watch.js';
 
 /** Entries one `list` call examines at most, so a sparse prefix never blocks the server for long. */
@@ -110,7 +110,8 @@ export class RedisStoreDriver implements StoreDriver<undefined> {
     const items: Schedule[] = [];
     let after = query.after;
     for (;;) {
-      const reply = (await this.#script(
+      const reply = (await runScript(
+        this.#s,
         'list schedules',
         'list',
         [keys.at, keys.schedules, keys.index],
@@ -134,7 +135,8 @@ export class RedisStoreDriver implements StoreDriver<undefined> {
   async dueSchedules(now: Date, limit: number): Promise<Schedule[]> {
     this.#s.check();
     const { keys } = this.#s;
-    const reply = (await this.#script(
+    const reply = (await runScript(
+      this.#s,
       'fetch due schedules',
       'due',
       [keys.due, keys.schedules],
@@ -146,7 +148,7 @@ export class RedisStoreDriver implements StoreDriver<undefined> {
   /** The earliest due score: a schedule's dueAt, or the expiry of a claim an open delivery holds. */
   async nextDueAt(): Promise<Date | undefined> {
     this.#s.check();
-    const score = await this.#script('read the next due time', 'next-due', [this.#s.keys.due], []);
+    const score = await runScript(this.#s, 'read the next due time', 'next-due', [this.#s.keys.due], []);
     return score === null ? undefined : new Date(Number(score));
   }
 
@@ -163,7 +165,8 @@ export class RedisStoreDriver implements StoreDriver<undefined> {
   async listDeadLetters(query: DriverDeadLetterQuery): Promise<DeadLetterRecord[]> {
     this.#s.check();
     const { keys } = this.#s;
-    const reply = (await this.#script(
+    const reply = (await runScript(
+      this.#s,
       'list dead letters',
       'dead-list',
       [keys.dead, keys.deadIndex],
@@ -189,19 +192,6 @@ export class RedisStoreDriver implements StoreDriver<undefined> {
       return await call();
     } catch (error) {
       throw mapRedisError(error, operation, this.#s.target, key);
-    }
-  }
-
-  async #script(
-    operation: string,
-    name: Parameters<ScriptRunner['run']>[0],
-    keys: string[],
-    args: (string | number)[],
-  ): Promise<unknown> {
-    try {
-      return await this.#s.runner.run(name, keys, args);
-    } catch (error) {
-      throw mapRedisError(error, operation, this.#s.target);
     }
   }
 }
