@@ -2,7 +2,7 @@ import { type Row, rowsFor } from '../lib/report.js';
 import { alternate, type BenchContext, inChild, rssMb, sleep } from '../lib/run.js';
 import { countRedisCommands, samplePgServerCpu } from '../lib/server-load.js';
 import { subjectByName } from '../subjects/index.js';
-import type { Item, Subject } from '../subjects/types.js';
+import { type Item, type Subject, uniqueName } from '../subjects/types.js';
 
 export interface IdleResult {
   /** CPU seconds of the worker process during the idle window. */
@@ -48,7 +48,7 @@ export async function idleChild(args: Record<string, unknown>): Promise<IdleResu
   const idleMs = Number(args.idleMs);
   const applicationName = `duetime-bench-idle-${process.pid}`;
   const commands = subject.backend === 'redis' ? await countRedisCommands() : undefined;
-  const name = `idle${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
+  const name = uniqueName('idle');
   const queue = await subject.create({ applicationName, name });
   try {
     const emptyBytes = await queue.storageBytes();
