@@ -18,7 +18,8 @@ export type DuetimeErrorCode =
   | 'DUETIME_DUPLICATE_ID'
   | 'DUETIME_NOT_FOUND'
   | 'DUETIME_RETRY'
-  | 'DUETIME_UNRECOVERABLE';
+  | 'DUETIME_UNRECOVERABLE'
+  | 'DUETIME_INTERRUPTED';
 
 export interface DuetimeErrorOptions {
   cause?: unknown;
@@ -118,12 +119,16 @@ export class ConflictError extends DuetimeError {
  * `aggregate`: the aggregate gained events since it was read (the transaction is re-run).
  * `schedule`: the schedule being consumed was replaced, cancelled or consumed elsewhere (not re-run).
  * `serialization`: the backend aborted the transaction to keep it serializable (re-run).
+ * `version`: a schedule the transaction read and changed (paused, resumed, triggered) was changed by
+ * someone else before it committed (re-run, so the operation applies to the newer version).
  */
-export type ConflictKind = 'aggregate' | 'schedule' | 'serialization';
+export type ConflictKind = 'aggregate' | 'schedule' | 'serialization' | 'version';
 
 function defaultConflictMessage(kind: ConflictKind, subject: string): string {
   if (kind === 'aggregate') return `aggregate ${JSON.stringify(subject)} changed concurrently`;
   if (kind === 'schedule') return `schedule ${JSON.stringify(subject)} was replaced or consumed concurrently`;
+  if (kind === 'version')
+    return `schedule ${JSON.stringify(subject)} changed before the transaction committed`;
   return `transaction aborted by the backend to stay serializable (${subject})`;
 }
 

@@ -1,3 +1,23 @@
+export * from './backend/contract.js';
+export {
+  checkSchemaVersion,
+  type DeadLetterFields,
+  decodeDeadLetter,
+  decodeEvent,
+  decodeJson,
+  decodeSchedule,
+  type EventFields,
+  type ScheduleFields,
+  type SchemaVersionSpec,
+} from './backend/decode.js';
+export {
+  type BackendDefinition,
+  type CommonBackendOptions,
+  defineBackend,
+  type OpenContext,
+  type OpenedBackend,
+  type OptionReader,
+} from './backend/define.js';
 export * from './backend.js';
 export { DueHeap, type HeapItem } from './calendar/heap.js';
 export * from './calendar/index.js';
@@ -13,24 +33,37 @@ export * from './logger.js';
 export * from './memory/memory-backend.js';
 export * from './run-loop.js';
 export * from './store/aggregate.js';
-export * from './store/buffered.js';
-export * from './store/driver.js';
+export { MAX_BACKFILL, MAX_QUEUED, type ResumeResult } from './store/operations.js';
 export {
   type CatchUp,
   describeStoredRecurrence,
+  isOneShot,
   isRecurrence,
+  PAUSED_DUE,
+  type QueuedDelivery,
   type Recurrence,
   type RecurrenceOptions,
   readRecurrence,
   recurring,
   recurringOccurrenceId,
+  type ScheduleControl,
+  type StoredOneShot,
   type StoredRecurrence,
   type StoredSpec,
+  type StoredState,
   specOf,
   upcomingOccurrences,
 } from './store/recurrence.js';
-export * from './store/store.js';
+export {
+  createStore,
+  type Store,
+  type StoreOptions,
+  type Transaction,
+  type TransactOptions,
+  validMessage,
+} from './store/store.js';
 export * from './store/types.js';
+export { configureTelemetry } from './telemetry/binding.js';
 export { activeTrace } from './telemetry/context.js';
 export {
   INSTRUMENTATION_SCOPE,

@@ -3,9 +3,12 @@ import {
   aggregate,
   ConflictError,
   createMemoryBackend,
+  createStore,
   Dispatcher,
   InvalidArgumentError,
   ManualClock,
+  MemoryDatabase,
+  memoryAdapter,
 } from '../src/index.js';
 
 const order = aggregate({
@@ -65,15 +68,42 @@ describe('memory store', () => {
     expect(ConflictError).toBeDefined();
   });
 
-  it('ends a delivery whose schedules were all put back unchanged: its commit releases their claims', async () => {
-    const { store } = createMemoryBackend();
+  it('ends a delivery whose schedules were all released unchanged: its commit ends their claims', async () => {
+    const adapter = memoryAdapter(new MemoryDatabase());
+    const store = createStore(adapter);
     await store.transact((tx) => tx.schedule('back/1', new Date(0), { type: 't', aggregateId: 'a' }));
-    const delivery = await store.driver.deliver(new Date(), 10);
-    expect(delivery.claimed.map((s) => s.key)).toEqual(['back/1']);
-    await delivery.restore(delivery.claimed[0]!);
-    expect(await delivery.commit()).toEqual(new Map());
-    const again = await store.driver.deliver(new Date(), 10);
-    expect(again.claimed.map((s) => s.key)).toEqual(['back/1']);
-    await again.rollback();
+    const unit = await adapter.begin({ now: new Date(), limit: 10 });
+    expect(unit.claimed?.map((s) => s.key)).toEqual(['back/1']);
+    const held = await adapter.begin({ now: new Date(), limit: 10 });
+    expect(held.claimed).toEqual([]);
+    await adapter.rollback(held);
+    expect(
+      await adapter.commit(unit, {
+        writes: [],
+        settlements: [{ schedule: unit.claimed![0]!, outcome: 'release', writes: [] }],
+      }),
+    ).toEqual(new Map());
+    const again = await adapter.begin({ now: new Date(), limit: 10 });
+    expect(again.claimed?.map((s) => s.key)).toEqual(['back/1']);
+    expect(again.claimed?.[0]?.interrupted).toBeUndefined();
+    await adapter.rollback(again);
+  });
+
+  it("reports a claim whose holder died as interrupted, and refuses the dead holder's late commit", async () => {
+    const database = new MemoryDatabase();
+    const adapter = memoryAdapter(database);
+    const store = createStore(adapter);
+    await store.transact((tx) => tx.schedule('crash/1', new Date(0), { type: 't' }));
+    const dead = await adapter.begin({ now: new Date(), limit: 10 });
+    database.crash();
+    const next = await adapter.begin({ now: new Date(), limit: 10 });
+    expect(next.claimed?.map((s) => [s.key, s.interrupted])).toEqual([['crash/1', true]]);
+    const late = await adapter.commit(dead, {
+      writes: [],
+      settlements: [{ schedule: dead.claimed![0]!, outcome: 'consume', writes: [] }],
+    });
+    expect(late?.get('crash/1')).toBeInstanceOf(ConflictError);
+    expect(await store.loadSchedule('crash/1')).toBeDefined();
+    await adapter.rollback(next);
   });
 });

@@ -3,6 +3,7 @@ import { InvalidArgumentError } from '../errors.js';
 import { uniqueOwner } from '../lease/lease-manager.js';
 import type { CursorBackend, LeaseBackend } from '../lease/types.js';
 import { defaultLogger, type Logger } from '../logger.js';
+import { resolveTelemetryOption } from '../telemetry/binding.js';
 import type { TelemetryOption } from '../telemetry/otel.js';
 import { duration, identifier, positiveInteger } from '../validate.js';
 import type { ScheduleRecord } from './records.js';
@@ -68,8 +69,9 @@ export interface SchedulerConfig {
    */
   onRecord?: (record: ScheduleRecord) => void;
   /**
-   * OpenTelemetry spans and metrics (see {@link TelemetryOptions}). Default: `@opentelemetry/api` loaded
-   * lazily when `run()` starts, if installed, with its global providers; `false` turns it off.
+   * OpenTelemetry spans and metrics (see {@link TelemetryOptions}), also used for the trace context its
+   * handlers' `tx.schedule` records. Default: what `configureTelemetry()` set, else `@opentelemetry/api`
+   * loaded lazily when `run()` starts, if installed, with the global registrations; `false` turns it off.
    */
   telemetry?: TelemetryOption;
 }
@@ -177,16 +179,8 @@ export function resolveConfig(config: SchedulerConfig): ResolvedConfig {
     throw new InvalidArgumentError('config.maintenance', m, 'must be a boolean or a function () => boolean');
   if (config.wake !== undefined && typeof config.wake !== 'function')
     throw new InvalidArgumentError('config.wake', config.wake, 'must be a function (wake) => unsubscribe');
-  if (
-    config.telemetry !== undefined &&
-    config.telemetry !== false &&
-    (typeof config.telemetry !== 'object' || config.telemetry === null)
-  )
-    throw new InvalidArgumentError(
-      'config.telemetry',
-      config.telemetry,
-      'must be false or { api?, tracerProvider?, meterProvider? }',
-    );
+  const logger = config.logger ?? defaultLogger;
+  const telemetry = resolveTelemetryOption(config.telemetry, logger, 'config.telemetry');
   if (config.onRecord !== undefined && typeof config.onRecord !== 'function')
     throw new InvalidArgumentError('config.onRecord', config.onRecord, 'must be a function (record) => void');
   return {
@@ -207,10 +201,10 @@ export function resolveConfig(config: SchedulerConfig): ResolvedConfig {
     drainTimeout: duration('config.drainTimeout', config.drainTimeout ?? d.drainTimeout, { allowZero: true }),
     cursorTTL,
     owner: config.owner === undefined ? uniqueOwner() : name('config.owner', config.owner),
-    logger: config.logger ?? defaultLogger,
+    logger,
     wake: config.wake,
     maintenance,
     onRecord: config.onRecord,
-    telemetry: config.telemetry,
+    telemetry,
   };
 }

@@ -1,13 +1,14 @@
 import { performance } from 'node:perf_hooks';
+import type { Claimed, Settlement } from '../backend/contract.js';
 import type { Clock } from '../clock.js';
 import { ConflictError, describeValue } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { DeliveryTransaction } from '../store/driver.js';
-import { followingOccurrence, planOccurrence, recurringOccurrenceId } from '../store/recurrence.js';
-import { CoreTransaction } from '../store/transaction.js';
+import type { Delivery } from '../store/delivery.js';
 import type { Message, Schedule } from '../store/types.js';
+import { type DeliveryPlan, type MissedOccurrences, planDelivery } from './plan.js';
 import {
   type DeliveryContext,
+  DeliveryInterruptedError,
   type DispatcherOptions,
   type Processor,
   RetryError,
@@ -48,6 +49,8 @@ export interface ObservedPart {
   error?: unknown;
   /** When a failed or retried part is due again. */
   retryAt?: Date;
+  /** For a `missed` part: the occurrences not run. */
+  missed?: MissedOccurrences;
   /** When the processor started (the dispatcher's clock, ms) and how late that was after `dueAt`. */
   startedAt: number;
   latenessMs: number;
@@ -82,6 +85,11 @@ export interface BatchResult {
   processMs: number;
   /** Claimed schedules put back unrun (drain, or the time budget ran out). */
   returned: number;
+  /**
+   * Claimed schedules put back unrun because an earlier attempt of theirs crashed its process and they
+   * were claimed together with others: they are delivered alone.
+   */
+  isolated: number;
   /** The earliest deadline the batch's processors scheduled, when they scheduled anything. */
   earliest: number | undefined;
   scheduled: boolean;
@@ -91,7 +99,15 @@ export interface BatchResult {
 const CONFLICT_RETRIES = 10;
 
 /** What one part decided. */
-export type Outcome = 'delivered' | 'failed' | 'retried' | 'deadLettered' | 'conflict' | 'missed';
+export type Outcome =
+  | 'delivered'
+  | 'failed'
+  | 'retried'
+  | 'deadLettered'
+  | 'conflict'
+  | 'missed'
+  /** Nothing was due after all (its due time is set right again): no event. */
+  | 'rearmed';
 
 /**
  * Runs one delivery batch: each claimed schedule's processor in turn, inside the delivery transaction,
@@ -99,7 +115,7 @@ export type Outcome = 'delivered' | 'failed' | 'retried' | 'deadLettered' | 'con
  * and is thrown: every claimed schedule is then still pending, as it was.
  */
 export async function runBatch<Sql>(
-  tx: DeliveryTransaction<Sql>,
+  delivery: Delivery<Sql>,
   settings: BatchSettings<Sql>,
 ): Promise<BatchResult> {
   const result: BatchResult = {
@@ -113,24 +129,35 @@ export async function runBatch<Sql>(
     processed: 0,
     processMs: 0,
     returned: 0,
+    isolated: 0,
     earliest: undefined,
     scheduled: false,
   };
   const outcomes = new Map<string, Outcome>();
   const started = performance.now();
+  const alone = delivery.claimed.length === 1;
   try {
-    for (const schedule of tx.claimed) {
-      if (!settings.running() || performance.now() - started >= settings.budgetMs) {
-        await tx.restore(schedule);
-        result.returned++;
+    for (const schedule of delivery.claimed) {
+      if (schedule.interrupted) {
+        // Its last delivery died with its process: that counts as a failed attempt, recorded now, and it
+        // is delivered alone later (not with this batch's other schedules).
+        outcomes.set(schedule.key, await interrupted(delivery, schedule, settings, result));
         continue;
       }
+      if (!settings.running() || performance.now() - started >= settings.budgetMs) {
+        result.returned++;
+        continue; // released at the commit
+      }
+      if (!alone && isIsolated(schedule)) {
+        result.isolated++;
+        continue; // released: delivered alone by a later claim
+      }
       const begin = performance.now();
-      outcomes.set(schedule.key, await deliverOne(tx, schedule, settings, result));
+      outcomes.set(schedule.key, await deliverOne(delivery, schedule, settings, result));
       result.processed++;
       result.processMs += performance.now() - begin;
     }
-    const rejected = await tx.commit();
+    const rejected = await delivery.commit();
     if (settings.observer)
       for (const part of settings.observer.parts) {
         const reason = rejected.size === 0 ? undefined : rejected.get(part.schedule.key);
@@ -138,8 +165,10 @@ export async function runBatch<Sql>(
       }
     for (const [key, outcome] of outcomes) {
       const reason = rejected.get(key);
-      if (reason === undefined) result[outcome === 'conflict' ? 'conflicts' : outcome]++;
-      else if (isStale(reason)) result.skipped++;
+      if (reason === undefined) {
+        if (outcome === 'conflict') result.conflicts++;
+        else if (outcome !== 'missed' && outcome !== 'rearmed') result[outcome]++;
+      } else if (isStale(reason)) result.skipped++;
       else {
         result.conflicts++;
         if (!(reason instanceof ConflictError))
@@ -149,11 +178,39 @@ export async function runBatch<Sql>(
     return result;
   } catch (error) {
     if (settings.observer) for (const part of settings.observer.parts) part.fate = 'rolledBack';
-    await tx.rollback().catch((rollbackError: unknown) => {
+    await delivery.rollback().catch((rollbackError: unknown) => {
       settings.logger.warn('rolling back a delivery batch failed', { error: rollbackError });
     });
     throw error;
   }
+}
+
+/** Whether the last attempt of `schedule` crashed its process (so it is delivered alone). */
+export function isIsolated(schedule: Schedule): boolean {
+  return schedule.lastError?.startsWith(`${DeliveryInterruptedError.name}:`) === true;
+}
+
+/**
+ * A schedule whose previous delivery was interrupted by the death of its process: the attempt counts (the
+ * error says so), and after `maxAttempts` of them the message is dead-lettered like any failure.
+ */
+async function interrupted<Sql>(
+  delivery: Delivery<Sql>,
+  claimed: Claimed,
+  s: BatchSettings<Sql>,
+  result: BatchResult,
+): Promise<Outcome> {
+  const plan = planDelivery(claimed, s.clock.now());
+  const run = plan.run ?? { schedule: claimed };
+  const attempt = claimed.attempts + 1;
+  const error = new DeliveryInterruptedError(attempt);
+  const watch = s.observer
+    ? observe(s.observer, s.clock, claimed, run.schedule, attempt, run.occurrence)
+    : undefined;
+  if (watch) watch.durationMs = 0;
+  const outcome = await failed(delivery, run, plan, attempt, error, s, result, watch);
+  if (watch) watch.outcome = outcome;
+  return outcome;
 }
 
 /** A commit's reason for leaving a part out that means the version was stale (replaced or consumed). */
@@ -162,45 +219,47 @@ function isStale(reason: Error): boolean {
 }
 
 /**
- * Runs one part: the processor in a savepoint of its own, then what its outcome needs recorded. A
- * recurring schedule first goes through its catch-up rule (which may run a later occurrence, or none), and
- * its next occurrence is armed in the same part once this one has run.
+ * Delivers one claimed schedule: decides what runs (a queued delivery, or the schedule's own under its
+ * catch-up rule and skips), runs the processor in a part of its own, and settles what its outcome needs
+ * recorded; what comes next (the recurrence's next occurrence, the rest of the queue) is armed in the
+ * same settlement once this one has run.
  */
 async function deliverOne<Sql>(
-  tx: DeliveryTransaction<Sql>,
+  delivery: Delivery<Sql>,
   claimed: Schedule,
   s: BatchSettings<Sql>,
   result: BatchResult,
 ): Promise<Outcome> {
-  let schedule = claimed;
-  let occurrence: DeliveryContext['occurrence'];
-  const recurrence = claimed.recurrence;
-  if (recurrence) {
-    const plan = planOccurrence(recurrence, claimed.at, claimed.attempts, s.clock.now());
-    if (plan.run === undefined) {
-      if (plan.next) await tx.rearm(claimed, plan.next, recurrence);
-      s.observer?.parts.push({
-        schedule: claimed,
-        attempt: claimed.attempts + 1,
-        outcome: 'missed',
-        startedAt: s.clock.now(),
-        latenessMs: Math.max(0, s.clock.now() - claimed.dueAt.getTime()),
-        durationMs: 0,
-      });
-      return 'missed';
-    }
-    if (plan.run.getTime() !== claimed.at.getTime()) schedule = { ...claimed, at: plan.run };
-    occurrence = {
-      at: plan.run,
-      id: recurringOccurrenceId(claimed.key, plan.run),
-      number: recurrence.count + 1,
-    };
+  const plan = planDelivery(claimed, s.clock.now());
+  if (plan.missed) {
+    result.missed += plan.missed.count;
+    s.observer?.parts.push({
+      schedule: claimed,
+      attempt: claimed.attempts + 1,
+      outcome: 'missed',
+      missed: plan.missed,
+      startedAt: s.clock.now(),
+      latenessMs: Math.max(0, s.clock.now() - claimed.dueAt.getTime()),
+      durationMs: 0,
+    });
   }
-  const attempt = schedule.attempts + 1;
-  const watch = s.observer ? observe(s.observer, s.clock, claimed, schedule, attempt, occurrence) : undefined;
-  if (!watch) return runPart(tx, schedule, attempt, occurrence, s, result, undefined);
+  if (!plan.run) {
+    delivery.settle({
+      schedule: claimed,
+      outcome: 'consume',
+      writes: [],
+      ...(plan.next ? { next: plan.next } : {}),
+    });
+    return plan.missed ? 'missed' : 'rearmed';
+  }
+  const run = plan.run;
+  const attempt = run.schedule.attempts + 1;
+  const watch = s.observer
+    ? observe(s.observer, s.clock, claimed, run.schedule, attempt, run.occurrence)
+    : undefined;
+  if (!watch) return runPart(delivery, run, plan, attempt, s, result, undefined);
   try {
-    watch.outcome = await runPart(tx, schedule, attempt, occurrence, s, result, watch);
+    watch.outcome = await runPart(delivery, run, plan, attempt, s, result, watch);
     return watch.outcome;
   } finally {
     // Also when the transaction itself failed (the batch then rolls back, and the part with it).
@@ -233,16 +292,16 @@ function observe(
 }
 
 async function runPart<Sql>(
-  tx: DeliveryTransaction<Sql>,
-  schedule: Schedule,
+  delivery: Delivery<Sql>,
+  run: NonNullable<DeliveryPlan['run']>,
+  plan: DeliveryPlan,
   attempt: number,
-  occurrence: DeliveryContext['occurrence'],
   s: BatchSettings<Sql>,
   result: BatchResult,
   watch: ObservedPart | undefined,
 ): Promise<Outcome> {
+  const { schedule, occurrence } = run;
   for (let conflicts = 0; ; conflicts++) {
-    const part = openPart(tx, schedule, s.clock, result);
     try {
       const context: DeliveryContext = {
         schedule,
@@ -251,20 +310,25 @@ async function runPart<Sql>(
         ...(occurrence ? { occurrence } : {}),
       };
       const message = processorMessage(schedule.message);
-      if (watch && s.observer) await s.observer.run(watch, () => s.processor(part.tx, message, context));
-      else await s.processor(part.tx, message, context);
-      await part.end();
-      await armNext(tx, schedule);
+      const part = await delivery.part(async (tx) => {
+        if (watch && s.observer) await s.observer.run(watch, () => s.processor(tx, message, context));
+        else await s.processor(tx, message, context);
+      });
+      noteScheduled(result, part);
+      delivery.settle({
+        schedule,
+        outcome: 'consume',
+        writes: part.writes,
+        ...(plan.next ? { next: plan.next } : {}),
+      });
       return 'delivered';
     } catch (error) {
-      await part.undo();
       if (error instanceof ConflictError && error.kind !== 'schedule') {
         if (conflicts < CONFLICT_RETRIES) continue;
-        // Still contended: leave it pending, unchanged, for the next pass.
-        await tx.restore(schedule);
+        // Still contended: leave it pending, unchanged, for the next pass (released at the commit).
         return 'conflict';
       }
-      return failed(tx, schedule, attempt, error, s, result, watch);
+      return failed(delivery, run, plan, attempt, error, s, result, watch);
     }
   }
 }
@@ -276,107 +340,97 @@ function processorMessage(message: Message): Message {
   return copy;
 }
 
-/** A processor's view of the batch: its own Transaction, whose first use takes the part's savepoint. */
-function openPart<Sql>(tx: DeliveryTransaction<Sql>, schedule: Schedule, clock: Clock, result: BatchResult) {
-  let touched = false;
-  const view = new CoreTransaction<Sql>(tx, clock, () => {
-    if (touched) return;
-    touched = true;
-    tx.savepoint(schedule.key);
-  });
-  const close = () => {
-    view.finish();
-    if (view.scheduled) {
-      result.scheduled = true;
-      if (view.earliest !== undefined && (result.earliest === undefined || view.earliest < result.earliest))
-        result.earliest = view.earliest;
-    }
-  };
-  return {
-    tx: view,
-    /** Keeps the part: checks that it left the transaction usable (throws when not). */
-    async end() {
-      view.finish();
-      if (touched) await tx.releaseSavepoint();
-      close();
-    },
-    /** Drops everything the part did. */
-    async undo() {
-      view.finish();
-      if (touched) await tx.rollbackToSavepoint();
-    },
-  };
-}
-
-/** After an occurrence ran (delivered or dead-lettered): arms the next one, unless the recurrence ended. */
-async function armNext<Sql>(tx: DeliveryTransaction<Sql>, ran: Schedule): Promise<void> {
-  if (!ran.recurrence) return;
-  const next = followingOccurrence(ran.recurrence, ran.at, true);
-  if (next.at) await tx.rearm(ran, next.at, next.stored);
+function noteScheduled(
+  result: BatchResult,
+  part: { scheduled: boolean; earliest: number | undefined },
+): void {
+  if (!part.scheduled) return;
+  result.scheduled = true;
+  if (part.earliest !== undefined && (result.earliest === undefined || part.earliest < result.earliest))
+    result.earliest = part.earliest;
 }
 
 async function failed<Sql>(
-  tx: DeliveryTransaction<Sql>,
-  schedule: Schedule,
+  delivery: Delivery<Sql>,
+  run: NonNullable<DeliveryPlan['run']>,
+  plan: DeliveryPlan,
   attempt: number,
   error: unknown,
   s: BatchSettings<Sql>,
   result: BatchResult,
   watch?: ObservedPart,
 ): Promise<Outcome> {
+  const { schedule } = run;
   const quiet = error instanceof RetryError;
   if (watch) watch.error = error;
   const fields = { key: schedule.key, version: schedule.version, type: schedule.message.type, attempt };
   if (!quiet && (attempt >= s.maxAttempts || error instanceof UnrecoverableError)) {
-    if (await deadLetter(tx, schedule, attempt, error, s, result)) {
+    const hook = await deadLetter(delivery, schedule, attempt, error, s, result);
+    if (hook) {
       s.logger.error('message dead-lettered', { ...fields, attempts: attempt, error });
-      await tx.deadLetter(schedule, {
-        attempts: attempt,
-        error: describeError(error),
-        deadAt: new Date(s.clock.now()),
+      delivery.settle({
+        schedule,
+        outcome: 'consume',
+        dead: { attempts: attempt, error: describeError(error), deadAt: new Date(s.clock.now()) },
+        writes: hook.writes,
+        ...(plan.next ? { next: plan.next } : {}),
       });
-      await armNext(tx, schedule);
       return 'deadLettered';
     }
     // The dead-letter hook failed: keep the message, recording this attempt; the next one tries again.
   }
   const delay = quiet && error.delay !== undefined ? error.delay : s.retryDelay(attempt, error);
-  if (!quiet) s.logger.warn('processor failed; will retry', { ...fields, error, retryInMs: delay });
+  if (!quiet)
+    s.logger.warn(
+      error instanceof DeliveryInterruptedError
+        ? 'a delivery was interrupted by the death of its process; will retry alone'
+        : 'processor failed; will retry',
+      { ...fields, error, retryInMs: delay },
+    );
   const dueAt = new Date(s.clock.now() + delay);
   if (watch) watch.retryAt = dueAt;
-  await tx.restore(schedule, {
-    attempts: quiet ? schedule.attempts : attempt,
-    dueAt,
-    error: describeError(error),
-    // A recurring schedule's catch-up may have moved on to a later occurrence: retries are of that one.
-    ...(schedule.recurrence ? { at: schedule.at } : {}),
+  delivery.settle({
+    schedule,
+    outcome: 'retry',
+    writes: [],
+    failure: {
+      attempts: quiet ? schedule.attempts : attempt,
+      dueAt,
+      error: describeError(error),
+      // A recurring schedule's catch-up may have moved on to a later occurrence: retries are of that one.
+      ...(run.failureAt ? { at: run.failureAt } : {}),
+    },
   });
   return quiet ? 'retried' : 'failed';
 }
 
-/** Runs the dead-letter hook in a part of its own; the schedule stays consumed when it succeeds. */
+/**
+ * Runs the dead-letter hook in a part of its own; returns its writes when it succeeded (the schedule is
+ * then consumed), undefined when it failed.
+ */
 async function deadLetter<Sql>(
-  tx: DeliveryTransaction<Sql>,
+  delivery: Delivery<Sql>,
   schedule: Schedule,
   attempts: number,
   error: unknown,
   s: BatchSettings<Sql>,
   result: BatchResult,
-): Promise<boolean> {
-  if (!s.onDeadLetter) return true;
-  const part = openPart(tx, schedule, s.clock, result);
+): Promise<{ writes: Settlement['writes'] } | undefined> {
+  const hook = s.onDeadLetter;
+  if (!hook) return { writes: [] };
   try {
-    await s.onDeadLetter({ schedule, error, attempts }, part.tx);
-    await part.end();
-    return true;
+    const part = await delivery.part(async (tx) => {
+      await hook({ schedule, error, attempts }, tx);
+    });
+    noteScheduled(result, part);
+    return part;
   } catch (hookError) {
-    await part.undo();
     s.logger.error('the dead-letter hook failed; the message stays pending', {
       key: schedule.key,
       version: schedule.version,
       error: hookError,
     });
-    return false;
+    return undefined;
   }
 }
 

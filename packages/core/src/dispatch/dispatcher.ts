@@ -3,9 +3,16 @@ import { ClosedError, InvalidArgumentError } from '../errors.js';
 import { Emitter, type Listener, type Observable } from '../events.js';
 import type { Logger } from '../logger.js';
 import { RunLoop } from '../run-loop.js';
-import { announceLocalChange } from '../store/internal.js';
-import type { Store } from '../store/store.js';
+import type { Delivery } from '../store/delivery.js';
+import {
+  type CoreStoreInternals,
+  claimLimit,
+  isCoreStore,
+  openDelivery,
+  type Store,
+} from '../store/store.js';
 import type { StoreChange } from '../store/types.js';
+import { resolveTelemetryOption } from '../telemetry/binding.js';
 import { DeliveryTelemetry } from '../telemetry/delivery.js';
 import {
   loadedOpenTelemetry,
@@ -13,9 +20,9 @@ import {
   type OpenTelemetryApi,
   type TelemetryOption,
 } from '../telemetry/otel.js';
-import { duration, positiveInteger } from '../validate.js';
+import { duration, MAX_TIMER_MS, positiveInteger } from '../validate.js';
 import { exponentialBackoff } from './backoff.js';
-import { type BatchObserver, type BatchResult, type ObservedPart, runBatch } from './batch.js';
+import { type BatchObserver, type BatchResult, isIsolated, type ObservedPart, runBatch } from './batch.js';
 import {
   DISPATCHER_EVENTS,
   type DispatcherEvents,
@@ -30,8 +37,8 @@ import {
 export * from './backoff.js';
 export * from './types.js';
 
-/** The largest `batchSize` (a NATS atomic batch holds at most 1,000 messages). */
-export const MAX_BATCH_SIZE = 1000;
+/** The largest `batchSize` (a backend may allow fewer: see its store's claim limit). */
+export const MAX_BATCH_SIZE = 10_000;
 /** Failed attempts before a message is dead-lettered, unless `maxAttempts` says otherwise. */
 export const DEFAULT_MAX_ATTEMPTS = 20;
 /** Claimed by the first batch, before the dispatcher has seen how long processors take. */
@@ -53,9 +60,10 @@ const FIRST_BATCH = 16;
 export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
   implements Observable<DispatcherEvents>
 {
-  readonly #store: Store<Sql>;
+  readonly #store: Store<Sql> & CoreStoreInternals<Sql>;
   readonly #processor: Processor<Sql>;
   readonly #rescanInterval: number;
+  readonly #watchedRescanInterval: number;
   readonly #retryDelay: (attempt: number, error: unknown) => number;
   readonly #concurrency: number;
   readonly #maxAttempts: number;
@@ -76,6 +84,13 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
   #mayHaveDue = true;
   /** Consecutive looks that found work due but none claimable (held by other open deliveries). */
   #heldLooks = 0;
+  /**
+   * Set when a batch put back a schedule whose last attempt crashed its process: claims take one schedule
+   * at a time until such a schedule comes alone, so it never runs beside another.
+   */
+  #isolating = false;
+  /** A schedule that crashed its process is running alone: no other batch starts meanwhile. */
+  #exclusive = false;
   /** Consecutive failed batches, and until when no new batch is opened because of them. */
   #batchFailures = 0;
   #holdUntil = Number.NEGATIVE_INFINITY;
@@ -95,15 +110,20 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
   constructor(options: DispatcherOptions<M, Sql>) {
     if (typeof options !== 'object' || options === null)
       throw new InvalidArgumentError('options', options, 'must be an object { store, processor, ... }');
-    if (typeof options.store?.transact !== 'function' || typeof options.store?.driver?.deliver !== 'function')
+    if (!isCoreStore<Sql>(options.store))
       throw new InvalidArgumentError(
         'options.store',
         options.store,
-        'must be a duetime Store (backend.store) whose driver implements deliver()',
+        'must be a duetime Store (backend.store, made by a backend)',
       );
     this.#store = options.store;
     this.#processor = processorOf(options);
     this.#rescanInterval = duration('options.rescanInterval', options.rescanInterval ?? 1000);
+    this.#watchedRescanInterval = duration(
+      'options.watchedRescanInterval',
+      options.watchedRescanInterval ?? 30_000,
+      { max: MAX_TIMER_MS },
+    );
     const retryDelay = options.retryDelay ?? exponentialBackoff();
     if (typeof retryDelay === 'function') {
       this.#retryDelay = (attempt, error) =>
@@ -123,18 +143,21 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
     this.#drainTimeout = duration('options.drainTimeout', options.drainTimeout ?? 30_000, {
       allowZero: true,
     });
-    this.#batchSize = positiveInteger('options.batchSize', options.batchSize ?? 256);
-    if (this.#batchSize > MAX_BATCH_SIZE)
+    const maxBatch = Math.min(MAX_BATCH_SIZE, this.#store[claimLimit] ?? MAX_BATCH_SIZE);
+    this.#batchSize = positiveInteger('options.batchSize', options.batchSize ?? Math.min(256, maxBatch));
+    if (this.#batchSize > maxBatch)
       throw new InvalidArgumentError(
         'options.batchSize',
         options.batchSize,
-        `must be at most ${MAX_BATCH_SIZE}`,
+        maxBatch < MAX_BATCH_SIZE
+          ? `must be at most ${maxBatch} on the ${this.#store.backendName} backend (the most one of its deliveries can claim)`
+          : `must be at most ${MAX_BATCH_SIZE}`,
       );
     this.#batchDuration = duration('options.batchDuration', options.batchDuration ?? 50);
     this.#logger = options.logger ?? this.#store.logger;
     this.#clock = options.clock ?? this.#store.clock;
     this.#loop = new RunLoop('dispatcher', this.#clock);
-    this.#telemetryOption = telemetryOption(options.telemetry);
+    this.#telemetryOption = resolveTelemetryOption(telemetryOption(options.telemetry), this.#logger);
     this.#events = new Emitter<DispatcherEvents>('dispatcher', DISPATCHER_EVENTS, () => this.#logger);
   }
 
@@ -234,9 +257,7 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
     const attach = (api: OpenTelemetryApi | null | undefined) => {
       if (!api || this.#telemetry || this.#loop.state === 'stopped') return;
       try {
-        this.#telemetry = new DeliveryTelemetry(api, option ?? {}, this.#store.driver, () =>
-          this.#clock.now(),
-        );
+        this.#telemetry = new DeliveryTelemetry(api, option ?? {}, this.#store, () => this.#clock.now());
       } catch (error) {
         this.#logger.warn('OpenTelemetry instruments could not be created; running without them', { error });
       }
@@ -247,11 +268,19 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
   }
 
   #onChange(change: StoreChange): void {
-    if (change.earliest === undefined || change.earliest.getTime() < this.#loop.armedAt) this.wake();
+    // A channel that came back (or went away): changes may have been missed, look again.
+    if (change.channel !== undefined) this.wake();
+    else if (change.earliest === undefined || change.earliest.getTime() < this.#loop.armedAt) this.wake();
   }
 
-  /** How many schedules the next batch claims: fewer when processors are slow. */
+  /** The longest sleep: long while the push channel reports every change, short when it cannot. */
+  get #backstop(): number {
+    return this.#store.watching ? this.#watchedRescanInterval : this.#rescanInterval;
+  }
+
+  /** How many schedules the next batch claims: fewer when processors are slow, one while isolating. */
   #limit(): number {
+    if (this.#isolating) return 1;
     const mean = this.#meanProcessMs;
     if (mean === undefined) return Math.min(this.#batchSize, FIRST_BATCH);
     return Math.max(1, Math.min(this.#batchSize, Math.floor(this.#batchDuration / Math.max(mean, 0.001))));
@@ -259,30 +288,41 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
 
   /** Opens batches while slots are free and work may be due; returns how long to sleep. */
   async #tick(): Promise<number> {
-    const driver = this.#store.driver;
     const holdFor = this.#holdUntil - this.#clock.now();
     if (holdFor > 0) return Math.min(holdFor, this.#rescanInterval);
     let claimedAt = Number.NEGATIVE_INFINITY;
-    while (this.#loop.running && this.#mayHaveDue && this.#batches.size < this.#concurrency) {
+    while (
+      this.#loop.running &&
+      this.#mayHaveDue &&
+      !this.#exclusive &&
+      this.#batches.size < this.#concurrency
+    ) {
       const limit = this.#limit();
       claimedAt = this.#clock.now();
-      const tx = await driver.deliver(new Date(claimedAt), limit);
-      if (tx.claimed.length < limit) this.#mayHaveDue = false;
-      if (tx.claimed.length === 0 || !this.#loop.running) {
-        await tx.rollback();
+      const delivery = await this.#store[openDelivery]({ now: new Date(claimedAt), limit });
+      if (delivery.claimed.length < limit) this.#mayHaveDue = false;
+      if (delivery.claimed.length === 0 || !this.#loop.running) {
+        await delivery.rollback();
         break;
       }
       this.#heldLooks = 0;
+      if (this.#isolating && !isAlone(delivery)) this.#isolating = false;
+      if (isAlone(delivery)) {
+        // A schedule whose last attempt crashed its process runs with nothing else in this process.
+        await Promise.allSettled([...this.#batches]);
+        this.#exclusive = true;
+      }
       const settings = this.#batchSettings();
-      this.#start(runBatch(tx, settings), settings.observer);
+      this.#start(runBatch(delivery, settings), settings.observer);
     }
+    const backstop = this.#backstop;
     // Slots are full: a finishing batch wakes the loop.
-    if (this.#batches.size >= this.#concurrency || !this.#loop.running) return this.#rescanInterval;
+    if (this.#batches.size >= this.#concurrency || this.#exclusive || !this.#loop.running) return backstop;
     if (this.#mayHaveDue) return 0;
-    const next = await driver.nextDueAt();
-    if (next === undefined) return this.#rescanInterval;
+    const next = await this.#store.nextDueAt();
+    if (next === undefined) return backstop;
     const delay = next.getTime() - this.#clock.now();
-    if (delay > 0) return Math.min(delay, this.#rescanInterval);
+    if (delay > 0) return Math.min(delay, backstop);
     if (next.getTime() > claimedAt) {
       // It fell due after the last claim (during this pass, or a retry since): claim again now.
       this.#mayHaveDue = true;
@@ -290,7 +330,7 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
     }
     // Due, yet nothing could be claimed: open deliveries hold it. Ours wake the loop when they finish;
     // another process's are looked at again after a growing pause.
-    if (this.#batches.size > 0) return this.#rescanInterval;
+    if (this.#batches.size > 0) return backstop;
     this.#heldLooks++;
     return Math.min(this.#rescanInterval, 25 * 2 ** Math.min(this.#heldLooks - 1, 6));
   }
@@ -379,9 +419,16 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
             reason: 'stale',
           });
           break;
-        case 'missed':
-          this.#events.emit('missed', { schedule, attempt, occurrence, latenessMs, durationMs });
+        case 'missed': {
+          const missed = part.missed ?? {
+            count: 1,
+            first: schedule.at,
+            last: schedule.at,
+            reason: 'catch-up',
+          };
+          this.#events.emit('missed', { schedule, attempt, occurrence, latenessMs, durationMs, ...missed });
           break;
+        }
         default:
         // A conflict (delivered again) or a rolled-back batch: nothing happened to report.
       }
@@ -408,6 +455,7 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
     );
     const settled = tracked.finally(() => {
       this.#batches.delete(settled);
+      this.#exclusive = false;
       // A free slot, and perhaps more due behind this batch: look again.
       if (this.#loop.running) this.wake();
     });
@@ -424,15 +472,11 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
     this.#stats.skipped += result.skipped;
     this.#stats.conflicts += result.conflicts;
     this.#stats.missed += result.missed;
+    if (result.isolated > 0) this.#isolating = true;
     if (result.processed > 0) {
       const mean = result.processMs / result.processed;
       this.#meanProcessMs = this.#meanProcessMs === undefined ? mean : this.#meanProcessMs * 0.7 + mean * 0.3;
     }
-    if (result.scheduled)
-      announceLocalChange(
-        this.#store,
-        result.earliest === undefined ? {} : { earliest: new Date(result.earliest) },
-      );
   }
 
   async #finishBatches(): Promise<void> {
@@ -456,6 +500,11 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
       this.#abort.abort(new ClosedError('dispatcher'));
     }
   }
+}
+
+/** Whether a delivery holds exactly one schedule that crashed its process last time. */
+function isAlone(delivery: Delivery<unknown>): boolean {
+  return delivery.claimed.length === 1 && isIsolated(delivery.claimed[0]!);
 }
 
 /** Checks the `telemetry` option. */

@@ -34,6 +34,25 @@ export class UnrecoverableError extends DuetimeError {
   }
 }
 
+/**
+ * The error recorded for an attempt whose process died while delivering the message (a crash, a kill, an
+ * out-of-memory): the next claim finds the delivery never settled. It counts toward `maxAttempts` like any
+ * failure, and the message is delivered alone from then on, so one that kills its process every time ends
+ * in the dead letters without taking other messages with it.
+ */
+export class DeliveryInterruptedError extends DuetimeError {
+  /** The attempt that was interrupted. */
+  readonly attempt: number;
+
+  constructor(attempt: number) {
+    super(
+      'DUETIME_INTERRUPTED',
+      `the process delivering this message died during attempt ${attempt} (a crash, a kill or out of memory); it is delivered alone from now on`,
+    );
+    this.attempt = attempt;
+  }
+}
+
 /** The dispatcher has no handler for a message's type (see `handlers`): it is dead-lettered at once. */
 export class UnknownMessageTypeError extends UnrecoverableError {
   readonly type: string;
@@ -60,8 +79,18 @@ export interface DeliveryContext {
     at: Date;
     /** Stable across processes and retries (see {@link recurringOccurrenceId}): an idempotency key. */
     id: string;
-    /** 1 for the recurrence's first occurrence run, counting delivered and dead-lettered ones. */
+    /**
+     * 1 for the recurrence's first occurrence run, counting delivered and dead-lettered ones. A triggered
+     * or backfilled delivery is not counted: it carries the number of runs so far.
+     */
     number: number;
+    /**
+     * `scheduled`: an occurrence of the spec, at its time (or under its catch-up rule); `caught-up`: an
+     * occurrence that fell due while the schedule was paused, run on resume; `backfill`: an occurrence run
+     * again by `tx.backfillSchedule` (same id as the first time); `triggered`: an extra delivery from
+     * `tx.triggerSchedule` (an id of its own).
+     */
+    kind?: 'scheduled' | 'caught-up' | 'backfill' | 'triggered';
   };
 }
 
@@ -116,8 +145,17 @@ export interface DispatcherOptions<M extends MessageTypes = MessageTypes, Sql = 
    * handler is dead-lettered at once with an {@link UnknownMessageTypeError}.
    */
   handlers?: Handlers<M, Sql>;
-  /** Backstop rescan period in ms (default 1000); also the longest the dispatcher ever sleeps. */
+  /**
+   * Backstop rescan period in ms while the backend has no push channel or it is down (default 1000): the
+   * longest the dispatcher then sleeps.
+   */
   rescanInterval?: number;
+  /**
+   * Backstop rescan period in ms while the backend's push channel is live (default 30,000): the
+   * dispatcher then sleeps until the next known deadline, a change or this, whichever comes first, so an
+   * idle dispatcher costs almost nothing. It looks again at once whenever the channel reconnects.
+   */
+  watchedRescanInterval?: number;
   /**
    * Delay before retrying a failed delivery, in ms, or a function of the attempt number (1 for the first
    * failure) and the error. Default: {@link exponentialBackoff}`()`, 1 s doubling up to an hour, with
@@ -191,6 +229,17 @@ export interface DeadLetteredEvent extends DeliveryEvent {
   attempts: number;
 }
 
+/** Occurrences not run (see {@link DispatcherEvents.missed}). */
+export interface MissedEvent extends DeliveryEvent {
+  /** How many occurrences were not run (at least this many, past 100,000 of them). */
+  count: number;
+  /** The first and the last of them. */
+  first: Date;
+  last: Date;
+  /** `catch-up`: the recurrence's catch-up rule; `skipped`: `tx.skipNext`. */
+  reason: 'catch-up' | 'skipped';
+}
+
 /** A delivery left out by the commit because its version was stale (replaced or consumed elsewhere). */
 export interface SkippedDeliveryEvent extends DeliveryEvent {
   reason: 'stale';
@@ -211,8 +260,12 @@ export interface DispatcherEvents {
   deadLettered: DeadLetteredEvent;
   /** Not applied: the schedule was replaced or consumed before the batch committed. */
   skipped: SkippedDeliveryEvent;
-  /** An occurrence of a recurring schedule not run because of its catch-up rule. */
-  missed: DeliveryEvent;
+  /**
+   * Occurrences of a recurring schedule not run: by its catch-up rule (`reason: 'catch-up'`; the
+   * delivery that follows may run a later occurrence) or by `tx.skipNext` (`'skipped'`). One event per
+   * schedule and decision, however many occurrences it covers.
+   */
+  missed: MissedEvent;
 }
 
 /** The names of {@link DispatcherEvents}. */
@@ -240,6 +293,6 @@ export interface DispatcherSnapshot {
   skipped: number;
   /** Parts left out of a commit by a conflict (an aggregate moved on); they are delivered again. */
   conflicts: number;
-  /** Occurrences of recurring schedules not run because of their catch-up rule. */
+  /** Occurrences of recurring schedules not run (catch-up rules and skips), counted one by one. */
   missed: number;
 }

@@ -17,11 +17,20 @@ import { duration, identifier, validDate } from '../validate.js';
  */
 export class BackendLifecycle {
   /** Names the backend in ClosedErrors, e.g. `sqlite backend on /srv/app.db`. */
-  readonly what: string;
+  #what: string;
   #closing: Promise<void> | undefined;
 
   constructor(what: string) {
-    this.what = what;
+    this.#what = what;
+  }
+
+  get what(): string {
+    return this.#what;
+  }
+
+  /** Names the backend more precisely once it knows where its data lives. */
+  rename(what: string): void {
+    this.#what = what;
   }
 
   /** Whether `close()` was called. */
@@ -31,7 +40,7 @@ export class BackendLifecycle {
 
   /** Throws a ClosedError once the backend is closing or closed. */
   check(): void {
-    if (this.#closing) throw new ClosedError(this.what);
+    if (this.#closing) throw new ClosedError(this.#what);
   }
 
   /** Runs `cleanUp` the first time; later calls return the same promise. */

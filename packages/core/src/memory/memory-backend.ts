@@ -1,31 +1,46 @@
+import type {
+  Changes,
+  Claimed,
+  ClaimRequest,
+  CursorBackend,
+  DeadLetterListQuery,
+  LeaseBackend,
+  LeaseGrant,
+  LeaseHolder,
+  ListQuery,
+  Settlement,
+  StoreAdapter,
+  Unit,
+  WatchEvent,
+  Write,
+} from '../backend/contract.js';
+import { decodeDeadLetter, decodeEvent, decodeSchedule } from '../backend/decode.js';
+import { assembleBackend, type BackendDefinition, prepareBackend } from '../backend/define.js';
 import type { Backend } from '../backend.js';
 import { type Clock, systemClock } from '../clock.js';
-import { ClosedError, ConflictError } from '../errors.js';
-import { guardCursors, guardLeases } from '../factory/lifecycle.js';
-import type { CursorBackend, LeaseBackend, LeaseGrant, LeaseHolder } from '../lease/types.js';
+import { ConflictError, InvalidArgumentError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { type BufferedReads, createBufferedDelivery, createBufferedTransaction } from '../store/buffered.js';
-import type {
-  DeliveryTransaction,
-  DriverDeadLetterQuery,
-  DriverScheduleQuery,
-  DriverTransaction,
-  StoreDriver,
-  StoreOp,
-} from '../store/driver.js';
-import { readRecurrence } from '../store/recurrence.js';
-import { createStore, type Store } from '../store/store.js';
-import type { DeadLetterRecord, Event, Message, Schedule } from '../store/types.js';
+import { isOneShot, type StoredState } from '../store/recurrence.js';
+import type { DeadLetterRecord, Event, Schedule } from '../store/types.js';
 
+/** A schedule as kept: text where a durable backend keeps text. */
 interface StoredSchedule {
   at: number;
+  dueAt: number;
   message: string;
   version: number;
   attempts: number;
-  dueAt: number;
   lastError?: string;
-  /** The stored recurrence as JSON text, as a durable backend would keep it. */
   recurrence?: string;
+  /** Whether the stored state is a recurrence (not a one-shot schedule's operator state). */
+  recurring?: true;
+}
+
+/** A delivery's claim on one version: held by an open unit, or orphaned by {@link MemoryDatabase.crash}. */
+interface Claim {
+  version: number;
+  unit: number;
+  orphaned: boolean;
 }
 
 /**
@@ -42,183 +57,317 @@ export class MemoryDatabase {
   readonly leases = new Map<string, { owner: string; token: number; expiresAt: number }>();
   readonly tokens = new Map<string, number>();
   readonly cursors = new Map<string, { at: number; expiresAt: number }>();
-  /**
-   * Schedule versions held by open deliveries (`key` → version), so that two dispatchers sharing this
-   * database never run one schedule at once (exclusive claims). Released when the delivery ends.
-   */
-  readonly claims = new Map<string, number>();
-  readonly watchers = new Set<(change: { earliest?: Date }) => void>();
+  /** Schedule versions claimed by open deliveries, by key. */
+  readonly claims = new Map<string, Claim>();
+  readonly watchers = new Set<(event: WatchEvent) => void>();
   readonly clock: Clock;
+  #units = 0;
 
   constructor(options: { clock?: Clock } = {}) {
     this.clock = options.clock ?? systemClock;
+  }
+
+  /** A fresh unit number. */
+  nextUnit(): number {
+    return ++this.#units;
+  }
+
+  /**
+   * Simulates the death of every process using this database while deliveries are open: their claims are
+   * orphaned (the next claim of those versions reports them `interrupted`) and the open deliveries can no
+   * longer commit them. For tests of crash handling without real processes.
+   */
+  crash(): void {
+    for (const claim of this.claims.values()) claim.orphaned = true;
   }
 }
 
 export interface MemoryBackendOptions {
   /** Share data with other instances (default: a new, empty database). */
   database?: MemoryDatabase;
-  /** The clock that stamps events and judges leases and cursors (default: the system clock). */
+  /** The clock that stamps events and judges leases and cursors (default: the database's clock). */
   clock?: Clock;
   logger?: Logger;
 }
 
+interface MemoryUnit extends Unit<undefined> {
+  readonly id: number;
+  readonly claimed?: readonly Claimed[];
+}
+
+type Resolved = { database: MemoryDatabase | undefined };
+
+const definition: BackendDefinition<undefined, Resolved, undefined, MemoryUnit, object> = {
+  name: 'memory',
+  factory: 'createMemoryBackend',
+  options: (read) => {
+    const database = read.value<MemoryDatabase>('database');
+    if (database !== undefined && !(database instanceof MemoryDatabase))
+      throw new InvalidArgumentError('options.database', database, 'must be a MemoryDatabase');
+    return { database };
+  },
+  open: async () => {
+    throw new Error('opened synchronously by createMemoryBackend');
+  },
+};
+
 /**
- * The in-memory reference backend: the whole contract in a few hundred lines, with the same semantics as
- * the durable backends except durability itself and sharing across processes. Use it in unit tests of
- * code that uses duetime, and read it when writing an adapter.
+ * The in-memory reference backend: the whole contract in a few hundred lines (a buffered adapter: core
+ * keeps each unit's writes and hands them to one `commit`), with the same semantics as the durable
+ * backends except durability itself and sharing across processes. Use it in unit tests of code that uses
+ * duetime, and read it when writing an adapter.
  */
 export function createMemoryBackend(options: MemoryBackendOptions = {}): Backend<undefined> {
-  const db = options.database ?? new MemoryDatabase(options.clock ? { clock: options.clock } : {});
-  const clock = options.clock ?? db.clock;
-  let closed = false;
-  const check = () => {
-    if (closed) throw new ClosedError('memory backend');
-  };
-  const driver = new MemoryStoreDriver(db, check, () => {
-    closed = true;
-  });
-  const store: Store<undefined> = createStore(driver, {
-    clock,
-    ...(options.logger ? { logger: options.logger } : {}),
-  });
-  return {
-    name: 'memory',
-    store,
-    // As every backend does: core checks the arguments and the closed state before the adapter's code runs.
-    leases: guardLeases(new MemoryLeases(db, clock, check), check),
-    cursors: guardCursors(new MemoryCursors(db, clock, check), check),
+  const given = options?.database instanceof MemoryDatabase && options.clock === undefined;
+  const opening = prepareBackend(
+    definition,
+    given ? { ...options, clock: options.database!.clock } : options,
+  );
+  const clock = opening.context.clock;
+  const db = opening.context.options.database ?? new MemoryDatabase({ clock });
+  return assembleBackend(definition, opening, {
+    store: new MemoryStore(db),
+    leases: new MemoryLeases(db, clock),
+    cursors: new MemoryCursors(db, clock),
     capabilities: { multiProcess: false, durable: false, sql: false, exclusiveClaims: true },
-    async close() {
-      await store.close();
-    },
-  };
+    describe: 'memory backend',
+  });
+}
+
+/**
+ * The memory backend's store adapter on `database`: the reference {@link StoreAdapter} (buffered style).
+ * For tests that wrap an adapter, and for reading when writing one.
+ */
+export function memoryAdapter(database: MemoryDatabase): StoreAdapter<undefined, Unit<undefined>> {
+  return new MemoryStore(database) as StoreAdapter<undefined, Unit<undefined>>;
 }
 
 function toSchedule(key: string, s: StoredSchedule): Schedule {
-  const schedule: Schedule = {
-    key,
-    at: new Date(s.at),
-    message: JSON.parse(s.message) as Message,
-    version: s.version,
-    attempts: s.attempts,
-    dueAt: new Date(s.dueAt),
-  };
-  if (s.lastError !== undefined) schedule.lastError = s.lastError;
-  if (s.recurrence !== undefined) schedule.recurrence = readRecurrence(JSON.parse(s.recurrence), key);
-  return schedule;
+  return decodeSchedule({ key, ...s }, 'memory');
 }
 
-function toDeadLetter(text: string): DeadLetterRecord {
-  const d = JSON.parse(text) as Omit<DeadLetterRecord, 'at' | 'deadAt'> & { at: number; deadAt: number };
-  return { ...d, at: new Date(d.at), deadAt: new Date(d.deadAt) };
+function compare(a: [string, number], b: [string, number]): number {
+  return a[1] - b[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0);
 }
 
-function compareBy(field: 'at' | 'dueAt') {
-  return (a: [string, StoredSchedule], b: [string, StoredSchedule]) =>
-    a[1][field] - b[1][field] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0);
-}
-
-class MemoryStoreDriver implements StoreDriver<undefined> {
+class MemoryStore implements StoreAdapter<undefined, MemoryUnit> {
   readonly #db: MemoryDatabase;
-  readonly #check: () => void;
-  readonly #onClose: () => void;
-  readonly #unwatch = new Set<() => void>();
 
-  constructor(db: MemoryDatabase, check: () => void, onClose: () => void) {
+  constructor(db: MemoryDatabase) {
     this.#db = db;
-    this.#check = check;
-    this.#onClose = onClose;
   }
 
-  readonly #reads: BufferedReads = {
-    loadEvents: (id) => this.loadEvents(id),
-    loadSchedule: (key) => this.loadSchedule(key),
-    listSchedules: (q) => this.listSchedules(q),
-    loadDeadLetter: (key) => this.loadDeadLetter(key),
-  };
+  async begin(claim?: ClaimRequest): Promise<MemoryUnit> {
+    const id = this.#db.nextUnit();
+    if (!claim) return { id };
+    const { claims, schedules } = this.#db;
+    const due = [...schedules]
+      .filter(([key, s]) => {
+        const held = claims.get(key);
+        return s.dueAt <= claim.now.getTime() && (!held || held.orphaned || held.version !== s.version);
+      })
+      .map(([key, s]) => [key, s.dueAt] as [string, number])
+      .sort(compare)
+      .slice(0, claim.limit);
+    const claimed: Claimed[] = due.map(([key]) => {
+      const s = schedules.get(key)!;
+      const before = claims.get(key);
+      claims.set(key, { version: s.version, unit: id, orphaned: false });
+      const schedule: Claimed = toSchedule(key, s);
+      if (before?.orphaned && before.version === s.version) schedule.interrupted = true;
+      return schedule;
+    });
+    return { id, claimed };
+  }
 
-  async begin(): Promise<DriverTransaction<undefined>> {
-    this.#check();
-    return createBufferedTransaction({ reads: this.#reads, commit: async (ops) => void this.#apply([ops]) });
+  async commit(unit: MemoryUnit, changes: Changes): Promise<ReadonlyMap<string, Error>> {
+    const rejected = new Map<string, Error>();
+    let earliest: number | undefined;
+    const note = (at: number | undefined) => {
+      if (at !== undefined && (earliest === undefined || at < earliest)) earliest = at;
+    };
+    try {
+      if (changes.writes.length > 0) note(this.#group(() => this.#writes(changes.writes)));
+      for (const settlement of changes.settlements) {
+        try {
+          note(this.#group(() => this.#settle(unit, settlement)));
+        } catch (error) {
+          if (!(error instanceof ConflictError)) throw error;
+          rejected.set(settlement.schedule.key, error);
+        }
+      }
+    } finally {
+      this.#release(unit);
+    }
+    if (earliest !== undefined) {
+      const event: WatchEvent = { type: 'change', earliest: new Date(earliest) };
+      for (const watcher of [...this.#db.watchers]) queueMicrotask(() => watcher(event));
+    }
+    return rejected;
+  }
+
+  async rollback(unit: MemoryUnit): Promise<void> {
+    this.#release(unit);
+  }
+
+  #release(unit: MemoryUnit): void {
+    for (const s of unit.claimed ?? []) {
+      const claim = this.#db.claims.get(s.key);
+      if (claim?.unit === unit.id && !claim.orphaned) this.#db.claims.delete(s.key);
+    }
   }
 
   /**
-   * A delivery claims the due schedules no other open delivery holds, then commits one group per schedule
-   * (its consumption and its processor's operations) in one atomic step, each group all or nothing.
+   * Runs `apply` as one group: all of it or, when it throws, none (the database is restored). Returns
+   * the earliest deadline the group scheduled.
    */
-  async deliver(now: Date, limit: number): Promise<DeliveryTransaction<undefined>> {
-    this.#check();
-    const { claims } = this.#db;
-    const claimed: Schedule[] = [];
-    const rows = [...this.#db.schedules]
-      .filter(([key, s]) => s.dueAt <= now.getTime() && claims.get(key) !== s.version)
-      .sort(compareBy('dueAt'));
-    for (const [key, s] of rows.slice(0, limit)) {
-      claims.set(key, s.version);
-      claimed.push(toSchedule(key, s));
-    }
-    const release = async () => {
-      for (const s of claimed) if (claims.get(s.key) === s.version) claims.delete(s.key);
+  #group(apply: () => number | undefined): number | undefined {
+    const db = this.#db;
+    const saved = {
+      schedules: new Map(db.schedules),
+      events: new Map(db.events),
+      deadLetters: new Map(db.deadLetters),
+      version: db.version,
     };
-    return createBufferedDelivery({
-      claimed,
-      reads: this.#reads,
-      commit: async (ops) => void this.#apply([ops]),
-      commitGroups: async (groups) => {
-        try {
-          return this.#apply(groups, true);
-        } finally {
-          await release();
-        }
-      },
-      rollback: release,
+    try {
+      return apply();
+    } catch (error) {
+      for (const name of ['schedules', 'events', 'deadLetters'] as const) {
+        const target = db[name] as Map<string, unknown>;
+        target.clear();
+        for (const [k, v] of saved[name]) target.set(k, v);
+      }
+      db.version = saved.version;
+      throw error;
+    }
+  }
+
+  #settle(unit: MemoryUnit, s: Settlement): number | undefined {
+    const { key, version } = s.schedule;
+    const claim = this.#db.claims.get(key);
+    const current = this.#db.schedules.get(key);
+    const ours = claim?.unit === unit.id && !claim.orphaned;
+    if (s.outcome === 'release') return undefined;
+    if (s.outcome === 'retry') {
+      if (!ours || current?.version !== version || !s.failure) return undefined;
+      const { attempts, dueAt, error, at } = s.failure;
+      this.#db.schedules.set(key, {
+        ...current,
+        attempts,
+        dueAt: dueAt.getTime(),
+        lastError: error,
+        ...(at ? { at: at.getTime() } : {}),
+      });
+      return dueAt.getTime();
+    }
+    if (!ours || current?.version !== version) throw new ConflictError('schedule', key);
+    this.#db.schedules.delete(key);
+    if (s.dead)
+      this.#db.deadLetters.set(
+        key,
+        JSON.stringify({
+          key,
+          version,
+          at: s.schedule.at.getTime(),
+          message: s.schedule.message,
+          attempts: s.dead.attempts,
+          error: s.dead.error,
+          deadAt: s.dead.deadAt.getTime(),
+        }),
+      );
+    let earliest = this.#writes(s.writes);
+    if (s.next && !this.#db.schedules.has(key)) {
+      const dueAt = s.next.dueAt ?? s.next.at;
+      earliest = Math.min(earliest ?? Number.POSITIVE_INFINITY, dueAt.getTime());
+      this.#put(key, s.next.at, dueAt, JSON.stringify(s.schedule.message), s.next.recurrence);
+    }
+    return earliest;
+  }
+
+  #put(key: string, at: Date, dueAt: Date, message: string, state: StoredState | undefined): void {
+    this.#db.version++;
+    this.#db.schedules.set(key, {
+      at: at.getTime(),
+      dueAt: dueAt.getTime(),
+      message,
+      version: this.#db.version,
+      attempts: 0,
+      ...(state !== undefined ? { recurrence: JSON.stringify(state) } : {}),
+      ...(state !== undefined && !isOneShot(state) ? { recurring: true as const } : {}),
     });
   }
 
-  async loadEvents(aggregateId: string): Promise<Event[]> {
-    this.#check();
-    return (this.#db.events.get(aggregateId) ?? []).map((e) => JSON.parse(e) as Event);
+  /** Applies writes in order; returns the earliest deadline they scheduled. */
+  #writes(writes: readonly Write[]): number | undefined {
+    const db = this.#db;
+    let earliest: number | undefined;
+    for (const w of writes) {
+      switch (w.op) {
+        case 'put': {
+          if (w.ifVersion !== undefined && db.schedules.get(w.key)?.version !== w.ifVersion)
+            throw new ConflictError('version', w.key);
+          const dueAt = w.dueAt ?? w.at;
+          this.#put(
+            w.key,
+            w.at,
+            dueAt,
+            JSON.stringify(w.message),
+            w.recurrence,
+          );
+          if (earliest === undefined || dueAt.getTime() < earliest) earliest = dueAt.getTime();
+          break;
+        }
+        case 'delete':
+          db.schedules.delete(w.key);
+          break;
+        case 'deletePrefix':
+          for (const key of [...db.schedules.keys()]) if (key.startsWith(w.prefix)) db.schedules.delete(key);
+          break;
+        case 'append': {
+          const stream = db.events.get(w.aggregateId) ?? [];
+          if (stream.length !== w.expectedSequence) throw new ConflictError('aggregate', w.aggregateId);
+          db.events.set(w.aggregateId, [...stream, ...w.events.map((e) => JSON.stringify(e))]);
+          break;
+        }
+        case 'deleteDead':
+          db.deadLetters.delete(w.key);
+          break;
+      }
+    }
+    return earliest;
   }
 
   async loadSchedule(key: string): Promise<Schedule | undefined> {
-    this.#check();
     const s = this.#db.schedules.get(key);
     return s ? toSchedule(key, s) : undefined;
   }
 
-  async listSchedules(query: DriverScheduleQuery): Promise<Schedule[]> {
-    this.#check();
-    const { through, prefix, after, limit } = query;
-    const rows = [...this.#db.schedules].filter(
-      ([key, s]) =>
-        (through === undefined || s.at <= through.getTime()) &&
-        (prefix === undefined || key.startsWith(prefix)) &&
-        (after === undefined || s.at > after.at || (s.at === after.at && key > after.key)),
+  async loadEvents(aggregateId: string): Promise<Event[]> {
+    return (this.#db.events.get(aggregateId) ?? []).map((text) =>
+      decodeEvent(aggregateId, JSON.parse(text) as Event, 'memory'),
     );
-    return rows
-      .sort(compareBy('at'))
+  }
+
+  async listSchedules(query: ListQuery): Promise<Schedule[]> {
+    const { order, through, prefix, after, recurring, limit } = query;
+    const instant = (s: StoredSchedule) => (order === 'due' ? s.dueAt : order === 'at' ? s.at : 0);
+    return [...this.#db.schedules]
+      .filter(
+        ([key, s]) =>
+          (through === undefined || instant(s) <= through.getTime()) &&
+          (prefix === undefined || key.startsWith(prefix)) &&
+          (recurring === undefined || (s.recurring === true) === recurring) &&
+          (after === undefined ||
+            instant(s) > (order === 'key' ? 0 : after.at) ||
+            (instant(s) === (order === 'key' ? 0 : after.at) && key > after.key)),
+      )
+      .map(([key, s]) => [key, instant(s)] as [string, number])
+      .sort(compare)
       .slice(0, limit)
-      .map(([key, s]) => toSchedule(key, s));
+      .map(([key]) => toSchedule(key, this.#db.schedules.get(key)!));
   }
 
-  async dueSchedules(now: Date, limit: number): Promise<Schedule[]> {
-    this.#check();
-    const rows = [...this.#db.schedules].filter(([, s]) => s.dueAt <= now.getTime());
-    return rows
-      .sort(compareBy('dueAt'))
-      .slice(0, limit)
-      .map(([key, s]) => toSchedule(key, s));
-  }
-
-  async loadDeadLetter(key: string): Promise<DeadLetterRecord | undefined> {
-    this.#check();
-    const text = this.#db.deadLetters.get(key);
-    return text === undefined ? undefined : toDeadLetter(text);
-  }
-
-  async listDeadLetters(query: DriverDeadLetterQuery): Promise<DeadLetterRecord[]> {
-    this.#check();
+  async listDeadLetters(query: DeadLetterListQuery): Promise<DeadLetterRecord[]> {
     const { prefix, after, limit } = query;
     return [...this.#db.deadLetters]
       .filter(
@@ -226,150 +375,13 @@ class MemoryStoreDriver implements StoreDriver<undefined> {
       )
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
       .slice(0, limit)
-      .map(([, text]) => toDeadLetter(text));
+      .map(([, text]) => decodeDeadLetter(JSON.parse(text), 'memory'));
   }
 
-  async nextDueAt(): Promise<Date | undefined> {
-    this.#check();
-    let min: number | undefined;
-    for (const s of this.#db.schedules.values()) if (min === undefined || s.dueAt < min) min = s.dueAt;
-    return min === undefined ? undefined : new Date(min);
-  }
-
-  watch(onChange: (change: { earliest?: Date }) => void): () => void {
-    const listener = (change: { earliest?: Date }) => onChange(change);
+  watch(listener: (event: WatchEvent) => void): () => void {
     this.#db.watchers.add(listener);
-    const unwatch = () => {
-      this.#db.watchers.delete(listener);
-      this.#unwatch.delete(unwatch);
-    };
-    this.#unwatch.add(unwatch);
-    return unwatch;
-  }
-
-  async close(): Promise<void> {
-    for (const unwatch of [...this.#unwatch]) unwatch();
-    this.#onClose();
-  }
-
-  /**
-   * Applies groups of operations in order, each all or nothing (a change is undone when a later
-   * precondition of its group fails). With `independent`, a group that fails is left out and reported;
-   * otherwise its ConflictError is thrown (a plain transaction is one group).
-   */
-  #apply(groups: StoreOp[][], independent = false): (ConflictError | undefined)[] {
-    this.#check();
-    const results: (ConflictError | undefined)[] = [];
-    let earliest: number | undefined;
-    let put = false;
-    for (const ops of groups) {
-      try {
-        const group = this.#applyGroup(ops);
-        put ||= group.put;
-        if (group.earliest !== undefined && (earliest === undefined || group.earliest < earliest))
-          earliest = group.earliest;
-        results.push(undefined);
-      } catch (error) {
-        if (!independent || !(error instanceof ConflictError)) throw error;
-        results.push(error);
-      }
-    }
-    if (put) {
-      const change = earliest === undefined ? {} : { earliest: new Date(earliest) };
-      for (const watcher of [...this.#db.watchers]) queueMicrotask(() => watcher(change));
-    }
-    return results;
-  }
-
-  #applyGroup(ops: StoreOp[]): { put: boolean; earliest: number | undefined } {
-    const db = this.#db;
-    const undo: (() => void)[] = [];
-    let earliest: number | undefined;
-    let put = false;
-    const setSchedule = (key: string, value: StoredSchedule | undefined) => {
-      const before = db.schedules.get(key);
-      undo.push(() => (before ? db.schedules.set(key, before) : db.schedules.delete(key)));
-      if (value) db.schedules.set(key, value);
-      else db.schedules.delete(key);
-    };
-    try {
-      for (const op of ops) {
-        switch (op.op) {
-          case 'append': {
-            const stream = db.events.get(op.aggregateId) ?? [];
-            if (stream.length !== op.expectedSequence) throw new ConflictError('aggregate', op.aggregateId);
-            const before = db.events.get(op.aggregateId);
-            undo.push(() =>
-              before ? db.events.set(op.aggregateId, before) : db.events.delete(op.aggregateId),
-            );
-            db.events.set(op.aggregateId, [...stream, ...op.events.map((e) => JSON.stringify(e))]);
-            break;
-          }
-          case 'put':
-          case 'rearm': {
-            // A recurrence's next occurrence never replaces a schedule written since it was claimed.
-            if (op.op === 'rearm' && db.schedules.has(op.key)) break;
-            const previous = db.version;
-            undo.push(() => {
-              db.version = previous;
-            });
-            db.version = previous + 1;
-            const at = op.at.getTime();
-            setSchedule(op.key, {
-              at,
-              message: JSON.stringify(op.message),
-              version: previous + 1,
-              attempts: 0,
-              dueAt: at,
-              ...(op.recurrence ? { recurrence: JSON.stringify(op.recurrence) } : {}),
-            });
-            put = true;
-            if (earliest === undefined || at < earliest) earliest = at;
-            break;
-          }
-          case 'dead':
-          case 'deleteDead': {
-            const key = op.op === 'dead' ? op.record.key : op.key;
-            const before = db.deadLetters.get(key);
-            undo.push(() =>
-              before === undefined ? db.deadLetters.delete(key) : db.deadLetters.set(key, before),
-            );
-            if (op.op === 'dead') db.deadLetters.set(key, JSON.stringify(op.record));
-            else db.deadLetters.delete(key);
-            break;
-          }
-          case 'delete':
-            setSchedule(op.key, undefined);
-            break;
-          case 'deletePrefix':
-            for (const key of [...db.schedules.keys()])
-              if (key.startsWith(op.prefix)) setSchedule(key, undefined);
-            break;
-          case 'consume': {
-            const current = db.schedules.get(op.key);
-            if (!current || current.version !== op.version) throw new ConflictError('schedule', op.key);
-            setSchedule(op.key, undefined);
-            break;
-          }
-          case 'fail': {
-            const current = db.schedules.get(op.key);
-            if (current && current.version === op.version)
-              setSchedule(op.key, {
-                ...current,
-                attempts: op.attempts,
-                dueAt: op.dueAt.getTime(),
-                lastError: op.error,
-                ...(op.at ? { at: op.at.getTime() } : {}),
-              });
-            break;
-          }
-        }
-      }
-    } catch (error) {
-      for (const step of undo.reverse()) step();
-      throw error;
-    }
-    return { put, earliest };
+    queueMicrotask(() => listener({ type: 'live' }));
+    return () => this.#db.watchers.delete(listener);
   }
 }
 
@@ -377,7 +389,6 @@ class MemoryLeases implements LeaseBackend {
   constructor(
     readonly db: MemoryDatabase,
     readonly clock: Clock,
-    readonly check: () => void,
   ) {}
 
   #live(key: string) {
@@ -386,7 +397,6 @@ class MemoryLeases implements LeaseBackend {
   }
 
   async acquire(key: string, owner: string, ttlMs: number): Promise<LeaseGrant | undefined> {
-    this.check();
     const live = this.#live(key);
     if (live && live.owner !== owner) return undefined;
     const now = this.clock.now();
@@ -401,7 +411,6 @@ class MemoryLeases implements LeaseBackend {
   }
 
   async renew(key: string, owner: string, token: number, ttlMs: number): Promise<LeaseGrant | undefined> {
-    this.check();
     const live = this.#live(key);
     if (!live || live.owner !== owner || live.token !== token) return undefined;
     live.expiresAt = this.clock.now() + ttlMs;
@@ -409,7 +418,6 @@ class MemoryLeases implements LeaseBackend {
   }
 
   async release(key: string, owner: string, token: number): Promise<boolean> {
-    this.check();
     const live = this.#live(key);
     if (!live || live.owner !== owner || live.token !== token) return false;
     this.db.leases.delete(key);
@@ -417,7 +425,6 @@ class MemoryLeases implements LeaseBackend {
   }
 
   async holder(key: string): Promise<LeaseHolder | undefined> {
-    this.check();
     const live = this.#live(key);
     return live
       ? { owner: live.owner, token: live.token, remainingMs: live.expiresAt - this.clock.now() }
@@ -429,17 +436,14 @@ class MemoryCursors implements CursorBackend {
   constructor(
     readonly db: MemoryDatabase,
     readonly clock: Clock,
-    readonly check: () => void,
   ) {}
 
   async read(key: string): Promise<Date | undefined> {
-    this.check();
     const c = this.db.cursors.get(key);
     return c && c.expiresAt > this.clock.now() ? new Date(c.at) : undefined;
   }
 
   async advance(key: string, at: Date, ttlMs: number): Promise<Date> {
-    this.check();
     const now = this.clock.now();
     const c = this.db.cursors.get(key);
     const current = c && c.expiresAt > now ? c.at : undefined;

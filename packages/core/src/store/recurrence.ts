@@ -45,11 +45,40 @@ export type StoredSpec =
   | { kind: 'cron'; expression: string; timeZone: string; dst: DstPolicy }
   | { kind: 'interval'; everyMs: number; anchor: number };
 
+/** A delivery queued beside a schedule's own (see {@link ScheduleControl.queue}). */
+export interface QueuedDelivery {
+  /** When it is due (epoch ms). */
+  at: number;
+  /**
+   * `occurrence`: an occurrence of the spec caught up on resume (counts as a run); `backfill`: an
+   * occurrence of the spec delivered again on request (not counted); `trigger`: an extra delivery of the
+   * message with an occurrence id of its own, `id` (not counted).
+   */
+  kind: 'occurrence' | 'backfill' | 'trigger';
+  /** A trigger's occurrence id. */
+  id?: string;
+}
+
+/**
+ * What operators and applications did to a schedule beside its deadline (`tx.pauseSchedule`,
+ * `tx.triggerSchedule`, `tx.skipNext`, `tx.backfillSchedule`), kept in its stored state.
+ */
+export interface ScheduleControl {
+  /** Present while paused: since when (epoch ms) and why. A paused schedule's own deliveries wait. */
+  paused?: { at: number; note?: string };
+  /** Extra deliveries due, oldest first: delivered even while paused, without moving the grid. */
+  queue?: QueuedDelivery[];
+  /** How many of the next occurrences of the spec to skip (recurring schedules). */
+  skip?: number;
+  /** Set when the schedule's own deliveries are over (a recurrence ended) while queued ones remain. */
+  ended?: true;
+}
+
 /**
  * The stored form of a recurring schedule (`Schedule.recurrence`), version 1: JSON, written by every
  * backend as it is given and read back by any later version of duetime. Instants are epoch milliseconds.
  */
-export interface StoredRecurrence {
+export interface StoredRecurrence extends ScheduleControl {
   v: 1;
   spec: StoredSpec;
   startAt?: number;
@@ -59,6 +88,20 @@ export interface StoredRecurrence {
   grace: number;
   /** Occurrences run so far (delivered or dead-lettered). */
   count: number;
+}
+
+/** A one-shot schedule's stored state, kept only while it has operator state (a pause, a trigger). */
+export interface StoredOneShot extends ScheduleControl {
+  v: 1;
+  once: true;
+}
+
+/** What a backend keeps with a schedule beside its deadline and message (JSON, opaque to backends). */
+export type StoredState = StoredRecurrence | StoredOneShot;
+
+/** Whether a stored state is a one-shot schedule's. */
+export function isOneShot(state: StoredState): state is StoredOneShot {
+  return (state as StoredOneShot).once === true;
 }
 
 const RECURRENCE = Symbol.for('duetime.recurrence');
@@ -147,6 +190,11 @@ export interface OccurrencePlan {
   run: Date | undefined;
   /** With nothing to run: the occurrence to arm instead (undefined: the recurrence has ended). */
   next: Date | undefined;
+  /**
+   * The occurrences the catch-up rule does not run (undefined when none): how many (at least, past
+   * 100,000 of them), the first and the last.
+   */
+  missed?: { count: number; first: Date; last: Date };
 }
 
 /**
@@ -167,23 +215,84 @@ export function planOccurrence(
     due.push(cursor.getTime());
     cursor = spec.next(cursor);
   }
-  if (due.length >= SCAN_LIMIT) {
+  const scanned = due.length >= SCAN_LIMIT;
+  if (scanned) {
     // Too many to walk: only the most recent ones can matter; restart the walk from just before now.
     const recent = spec.prev(new Date(now + 1));
     due.length = 0;
     if (recent) due.push(recent.getTime());
   }
-  const fresh = due.filter((t) => now - t <= stored.grace);
-  const rule = stored.catchUp;
-  let run: number | undefined;
-  if (rule === 'skip') run = fresh[0];
-  else if (rule === 'latest') run = due.at(-1);
-  else {
-    const missed = due.filter((t) => now - t > stored.grace);
-    run = missed.length > rule.max ? missed[missed.length - rule.max] : (missed[0] ?? fresh[0]);
+  const run = chooseRun(due, stored.catchUp, stored.grace, now);
+  const notRun = due.filter((t) => run === undefined || t < run);
+  const plan: OccurrencePlan =
+    run !== undefined
+      ? { run: new Date(run), next: undefined }
+      : { run: undefined, next: occurrenceFrom(stored, spec, now + 1) };
+  const first = scanned ? at.getTime() : notRun[0];
+  const last = notRun.at(-1);
+  if (first !== undefined && last !== undefined)
+    plan.missed = {
+      count: scanned ? SCAN_LIMIT + notRun.length : notRun.length,
+      first: new Date(first),
+      last: new Date(last),
+    };
+  return plan;
+}
+
+/** Which of the due occurrences (oldest first) a catch-up rule runs first; the older ones are not run. */
+function chooseRun(due: readonly number[], rule: CatchUp, grace: number, now: number): number | undefined {
+  const fresh = due.filter((t) => now - t <= grace);
+  if (rule === 'skip') return fresh[0];
+  if (rule === 'latest') return due.at(-1);
+  const missed = due.filter((t) => now - t > grace);
+  return missed.length > rule.max ? missed[missed.length - rule.max] : (missed[0] ?? fresh[0]);
+}
+
+/**
+ * The occurrences of a paused recurrence that fell due while it was paused (from `at` through `now`),
+ * sorted into those its catch-up rule (`rule`) runs, oldest first, and those it does not. At most 1,000
+ * are run; a longer walk counts the rest as not run.
+ */
+export function pausedOccurrences(
+  stored: StoredRecurrence,
+  at: Date,
+  now: number,
+  rule: CatchUp,
+): { run: Date[]; missed?: { count: number; first: Date; last: Date } } {
+  const spec = specOf(stored);
+  const due: number[] = [];
+  let skipped = 0;
+  let firstSkipped: number | undefined;
+  let cursor: Date | undefined = at;
+  while (cursor && cursor.getTime() <= now) {
+    if (stored.endAt !== undefined && cursor.getTime() > stored.endAt) break;
+    due.push(cursor.getTime());
+    if (due.length > SCAN_LIMIT) {
+      firstSkipped ??= due[0];
+      skipped++;
+      due.shift();
+    }
+    cursor = spec.next(cursor);
   }
-  if (run !== undefined) return { run: new Date(run), next: undefined };
-  return { run: undefined, next: occurrenceFrom(stored, spec, now + 1) };
+  const first = chooseRun(due, rule, stored.grace, now);
+  let run = first === undefined ? [] : due.filter((t) => t >= first);
+  if (rule === 'latest') run = run.slice(-1);
+  if (run.length > 1000) run = run.slice(-1000);
+  const notRun = due.filter((t) => !run.includes(t));
+  const count = skipped + notRun.length;
+  const firstMissed = firstSkipped ?? notRun[0];
+  const lastMissed = notRun.at(-1) ?? firstSkipped;
+  return {
+    run: run.map((t) => new Date(t)),
+    ...(count > 0 && firstMissed !== undefined && lastMissed !== undefined
+      ? { missed: { count, first: new Date(firstMissed), last: new Date(lastMissed) } }
+      : {}),
+  };
+}
+
+/** The next occurrence of a stored recurrence strictly after `after` (within its bounds), if any. */
+export function occurrenceAfter(stored: StoredRecurrence, after: number): Date | undefined {
+  return occurrenceFrom(stored, specOf(stored), after + 1);
 }
 
 /**
@@ -268,6 +377,58 @@ export function readRecurrence(value: unknown, where: string): StoredRecurrence 
   return r;
 }
 
+/** `dueAt` of a paused schedule (9999-12-31T23:59:59.999Z): never due, on every backend. */
+export const PAUSED_DUE = 253_402_300_799_999;
+
+/** When a schedule with `state` is next due: its queue's head or its own deadline, whichever is first. */
+export function dueOf(state: StoredState | undefined, at: Date): Date | undefined {
+  const head = state?.queue?.[0]?.at;
+  const own = state?.paused || state?.ended ? undefined : at.getTime();
+  const due = head === undefined ? own : own === undefined ? head : Math.min(head, own);
+  if (due !== undefined) return new Date(due);
+  return state?.paused && !state.ended ? new Date(PAUSED_DUE) : undefined;
+}
+
+/** Sets `schedule`'s `recurrence`, `paused` and `queue` from its stored state (none: a plain one-shot). */
+export function withState<
+  S extends { recurrence?: StoredRecurrence; paused?: { at: Date; note?: string }; queue?: QueuedDelivery[] },
+>(schedule: S, state: StoredState | undefined): S {
+  if (!state) return schedule;
+  if (!isOneShot(state)) schedule.recurrence = state;
+  if (state.paused)
+    schedule.paused = {
+      at: new Date(state.paused.at),
+      ...(state.paused.note !== undefined ? { note: state.paused.note } : {}),
+    };
+  if (state.queue && state.queue.length > 0) schedule.queue = state.queue.map((q) => ({ ...q }));
+  return schedule;
+}
+
+/** The stored state of a schedule as read (the inverse of {@link withState}); none for a plain one-shot. */
+export function stateOf(schedule: {
+  recurrence?: StoredRecurrence;
+  paused?: { at: Date; note?: string };
+  queue?: QueuedDelivery[];
+}): StoredState | undefined {
+  if (schedule.recurrence) return schedule.recurrence;
+  if (!schedule.paused && !schedule.queue?.length) return undefined;
+  const state: StoredOneShot = { v: 1, once: true };
+  if (schedule.paused)
+    state.paused = {
+      at: schedule.paused.at.getTime(),
+      ...(schedule.paused.note !== undefined ? { note: schedule.paused.note } : {}),
+    };
+  if (schedule.queue?.length) state.queue = schedule.queue.map((q) => ({ ...q }));
+  return state;
+}
+
+/** Like {@link readRecurrence}, for any stored state (a recurrence, or a one-shot schedule's). */
+export function readState(value: unknown, where: string): StoredState {
+  const r = value as StoredOneShot;
+  if (typeof r === 'object' && r !== null && r.v === 1 && r.once === true) return r;
+  return readRecurrence(value, where);
+}
+
 function storedSpec(spec: Spec): StoredSpec {
   if (spec instanceof CronSpec) {
     const d = spec.describe();
@@ -289,6 +450,11 @@ function optionalDate(field: string, value: unknown): Date | undefined {
   if (!(value instanceof Date) || Number.isNaN(value.getTime()))
     throw new InvalidArgumentError(field, value, 'must be a valid Date');
   return new Date(value.getTime());
+}
+
+/** Checks a catch-up rule (`'latest'`, `'skip'` or `{ max }`), naming `field` in errors. */
+export function checkCatchUp(value: unknown, field: string): CatchUp {
+  return catchUpOf(value, field);
 }
 
 function catchUpOf(value: unknown, field: string): CatchUp {

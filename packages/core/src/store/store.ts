@@ -1,15 +1,17 @@
+import type { ClaimRequest, ListQuery, StoreAdapter, Unit, WatchEvent } from '../backend/contract.js';
 import { type Clock, systemClock } from '../clock.js';
 import { ClosedError, ConflictError, InvalidArgumentError } from '../errors.js';
 import { defaultLogger, type Logger } from '../logger.js';
 import { identifier, positiveInteger, scheduleKey, schedulePrefix, validDate } from '../validate.js';
 import type { Aggregate, AggregateContext } from './aggregate.js';
-import type { StoreDriver } from './driver.js';
-import { registerAnnouncer } from './internal.js';
+import { Delivery } from './delivery.js';
 import { CoreTransaction } from './transaction.js';
+import { workOf } from './work.js';
 
 export { validMessage } from './message.js';
 
-import type { Recurrence } from './recurrence.js';
+import type { ResumeResult } from './operations.js';
+import type { CatchUp, Recurrence } from './recurrence.js';
 import type {
   DeadLetterPage,
   DeadLetterQuery,
@@ -17,6 +19,7 @@ import type {
   Event,
   Message,
   Schedule,
+  ScheduleCountQuery,
   SchedulePage,
   ScheduleQuery,
   StoreChange,
@@ -65,6 +68,44 @@ export interface Transaction<Sql = unknown> {
   loadSchedule(key: string): Promise<Schedule | undefined>;
   /** Reads an aggregate's events as this transaction sees them. */
   loadEvents(aggregateId: string): Promise<Event[]>;
+  /**
+   * Pauses the schedule under `key`: its own deliveries wait (a recurrence keeps its count, bounds and
+   * place on its grid) until {@link resumeSchedule}; queued deliveries (triggers, backfills) still run.
+   * A one-shot schedule can be paused too. Returns false when it was paused already (nothing changes).
+   * @throws {NotFoundError} when no schedule is active under `key`.
+   */
+  pauseSchedule(key: string, options?: { note?: string }): Promise<boolean>;
+  /**
+   * Resumes a paused schedule. A recurrence applies its catch-up rule — or `options.catchUp` for this
+   * resume — to the occurrences that fell due while it was paused: those it runs are queued (delivered
+   * at once, oldest first, each with the occurrence id it would have had), the others are reported in the
+   * result; its grid goes on from the next occurrence. Resuming a schedule that is not paused changes
+   * nothing (`resumed: false`).
+   * @throws {NotFoundError} when no schedule is active under `key`.
+   */
+  resumeSchedule(key: string, options?: { catchUp?: CatchUp }): Promise<ResumeResult>;
+  /**
+   * Queues one extra delivery of the schedule's message, now or at `options.at`, with an occurrence id of
+   * its own (returned): it runs even while the schedule is paused, does not move its grid and does not
+   * count toward `maxOccurrences`.
+   * @throws {NotFoundError} when no schedule is active under `key`.
+   */
+  triggerSchedule(key: string, options?: { at?: Date }): Promise<string>;
+  /**
+   * Skips the next `n` occurrences (default 1) of a recurring schedule: each is reported as missed
+   * (reason `skipped`) when it falls due, not run and not counted. Returns how many are now to be skipped.
+   * @throws {NotFoundError} when no schedule is active under `key`; {@link InvalidArgumentError} for a
+   *   one-shot schedule.
+   */
+  skipNext(key: string, n?: number): Promise<number>;
+  /**
+   * Queues the occurrences of a recurring schedule's spec in `[from, to)` (at most 1,000 per call),
+   * delivered oldest first, each with the occurrence id it had (an idempotent processor that ran one
+   * already can tell); they do not move the grid nor count toward `maxOccurrences`. Returns the instants.
+   * @throws {NotFoundError} when no schedule is active under `key`; {@link InvalidArgumentError} for a
+   *   one-shot schedule, `from >= to`, an invalid date or a range of more than 1,000 occurrences.
+   */
+  backfillSchedule(key: string, range: { from: Date; to: Date }): Promise<Date[]>;
 }
 
 export interface TransactOptions {
@@ -88,54 +129,119 @@ export interface Store<Sql = unknown> {
    * {@link Store.iterateSchedules}, which never hold the whole set.
    */
   listSchedules(through?: Date): Promise<Schedule[]>;
-  /** One page of active schedules ordered by deadline then key. */
+  /** One page of active schedules ordered by deadline (or due time) then key. */
   pageSchedules(query?: ScheduleQuery): Promise<SchedulePage>;
+  /**
+   * How many active schedules match `query`, counted up to `query.limit` (default 10,000) without reading
+   * their messages: a result equal to the limit means "at least that many".
+   */
+  countSchedules(query?: ScheduleCountQuery): Promise<number>;
+  /** The earliest time an active schedule is due (`dueAt`), when the backend keeps a due order. */
+  nextDueAt(): Promise<Date | undefined>;
   /** The dead letter kept under `key`, if any. */
   loadDeadLetter(key: string): Promise<DeadLetterRecord | undefined>;
   /** One page of dead letters ordered by key (see {@link DeadLetterRecord}). */
   pageDeadLetters(query?: DeadLetterQuery): Promise<DeadLetterPage>;
+  /** How many dead letters there are (under `prefix`), counted up to `limit` (default 10,000). */
+  countDeadLetters(query?: { prefix?: string; limit?: number }): Promise<number>;
   /** Iterates active schedules page by page. */
   iterateSchedules(query?: Omit<ScheduleQuery, 'after'>): AsyncIterable<Schedule>;
-  /** Listens to schedule changes: local commits and, where the backend has a push channel, remote ones. */
+  /**
+   * Listens to schedule changes: local commits and, where the backend has a push channel, remote ones
+   * (and the channel's state, see {@link StoreChange.channel}).
+   */
   onChange(listener: (change: StoreChange) => void): () => void;
+  /** True while the backend's push channel is connected (other processes' commits are being reported). */
+  readonly watching: boolean;
   /** The clock the store stamps events with and the dispatcher runs on. */
   readonly clock: Clock;
   readonly logger: Logger;
-  /** The driver underneath (for dispatchers and tools; applications should not need it). */
-  readonly driver: StoreDriver<Sql>;
+  /** The name of the backend underneath (`sqlite`, `postgres`, …). */
+  readonly backendName: string;
   close(): Promise<void>;
 }
 
 export interface StoreOptions {
   clock?: Clock;
   logger?: Logger;
+  /** The backend's name (default `custom`). */
+  name?: string;
+  /** Throws once the backend is closed (default: the store's own closed state). */
+  check?: () => void;
 }
 
 const DEFAULT_PAGE = 500;
 const MAX_PAGE = 10_000;
+const DEFAULT_COUNT = 10_000;
+const MAX_COUNT = 100_000;
 
-/** Builds the public {@link Store} over a backend's {@link StoreDriver}. Backends call this; applications get a Backend. */
-export function createStore<Sql>(driver: StoreDriver<Sql>, options: StoreOptions = {}): Store<Sql> {
-  return new CoreStore(driver, options.clock ?? systemClock, options.logger ?? defaultLogger);
+/**
+ * Opens a delivery on a store made by {@link createStore}: claims up to `limit` due schedules. For the
+ * dispatcher; applications never need it.
+ */
+export const openDelivery = Symbol('duetime.openDelivery');
+/** The most schedules one delivery may claim on a store, when its backend has a limit. */
+export const claimLimit = Symbol('duetime.claimLimit');
+/** Whether a store's backend keeps schedules in due order (it can tell the next deadline). */
+export const knowsDueOrder = Symbol('duetime.knowsDueOrder');
+
+/** A store made by {@link createStore}, with what core's dispatcher uses besides the public API. */
+export interface CoreStoreInternals<Sql> {
+  [openDelivery](claim: ClaimRequest): Promise<Delivery<Sql>>;
+  readonly [claimLimit]: number | undefined;
+  readonly [knowsDueOrder]: boolean;
 }
 
-class CoreStore<Sql> implements Store<Sql> {
-  readonly driver: StoreDriver<Sql>;
+/**
+ * Builds the public {@link Store} over a backend's {@link StoreAdapter}. Backends get it from
+ * `defineBackend`; applications get a Backend.
+ */
+export function createStore<Sql, U extends Unit<Sql>>(
+  adapter: StoreAdapter<Sql, U>,
+  options: StoreOptions = {},
+): Store<Sql> {
+  return new CoreStore(adapter as StoreAdapter<Sql, Unit<Sql>>, options);
+}
+
+/** Whether `store` was made by {@link createStore} (so a dispatcher can deliver from it). */
+export function isCoreStore<Sql>(store: unknown): store is Store<Sql> & CoreStoreInternals<Sql> {
+  return store instanceof CoreStore;
+}
+
+class CoreStore<Sql> implements Store<Sql>, CoreStoreInternals<Sql> {
   readonly clock: Clock;
   readonly logger: Logger;
+  readonly backendName: string;
+  readonly #adapter: StoreAdapter<Sql, Unit<Sql>>;
+  readonly #check: () => void;
   readonly #listeners = new Set<(change: StoreChange) => void>();
   #unwatch: (() => void) | undefined;
+  #watching = false;
   #closed = false;
 
-  constructor(driver: StoreDriver<Sql>, clock: Clock, logger: Logger) {
-    this.driver = driver;
-    this.clock = clock;
-    this.logger = logger;
-    registerAnnouncer(this, (change) => this.#emit(change));
+  constructor(adapter: StoreAdapter<Sql, Unit<Sql>>, options: StoreOptions) {
+    this.#adapter = adapter;
+    this.clock = options.clock ?? systemClock;
+    this.logger = options.logger ?? defaultLogger;
+    this.backendName = options.name ?? 'custom';
+    this.#check = options.check ?? (() => {});
+  }
+
+  get [claimLimit](): number | undefined {
+    return this.#adapter.limits?.claim;
+  }
+
+  get [knowsDueOrder](): boolean {
+    return this.#adapter.order === undefined || this.#adapter.order.includes('due');
+  }
+
+  get watching(): boolean {
+    return this.#watching;
   }
 
   #open(): void {
     if (this.#closed) throw new ClosedError('store');
+    this.#check();
   }
 
   async transact<T>(fn: (tx: Transaction<Sql>) => T | Promise<T>, options: TransactOptions = {}): Promise<T> {
@@ -144,16 +250,17 @@ class CoreStore<Sql> implements Store<Sql> {
       throw new InvalidArgumentError('fn', fn, 'must be a function (tx) => result');
     const maxRetries = positiveInteger('options.maxRetries', options.maxRetries ?? 10, { allowZero: true });
     for (let attempt = 0; ; attempt++) {
-      const driverTx = await this.driver.begin();
-      const tx = new CoreTransaction<Sql>(driverTx, this.clock);
+      const unit = await this.#adapter.begin();
+      const work = workOf(this.#adapter, unit);
+      const tx = new CoreTransaction<Sql>(work, this.clock);
       let result: T;
       try {
         result = await fn(tx);
         tx.finish();
-        await driverTx.commit();
+        await this.#adapter.commit(unit, { writes: work.writes, settlements: [] });
       } catch (error) {
         tx.finish();
-        await driverTx.rollback().catch((rollbackError: unknown) => {
+        await this.#adapter.rollback(unit).catch((rollbackError: unknown) => {
           this.logger.warn('rollback failed', { error: rollbackError });
         });
         const retriable = error instanceof ConflictError && error.kind !== 'schedule';
@@ -172,14 +279,22 @@ class CoreStore<Sql> implements Store<Sql> {
     }
   }
 
+  async [openDelivery](claim: ClaimRequest): Promise<Delivery<Sql>> {
+    this.#open();
+    const unit = await this.#adapter.begin(claim);
+    return new Delivery(this.#adapter, unit, this.clock, this.logger, (change) =>
+      this.#emit({ ...change, remote: false }),
+    );
+  }
+
   async loadEvents(aggregateId: string): Promise<Event[]> {
     this.#open();
-    return this.driver.loadEvents(identifier('aggregateId', aggregateId));
+    return this.#adapter.loadEvents(identifier('aggregateId', aggregateId));
   }
 
   async loadSchedule(key: string): Promise<Schedule | undefined> {
     this.#open();
-    return this.driver.loadSchedule(scheduleKey(key));
+    return this.#adapter.loadSchedule(scheduleKey(key));
   }
 
   async listSchedules(through?: Date): Promise<Schedule[]> {
@@ -190,7 +305,9 @@ class CoreStore<Sql> implements Store<Sql> {
 
   async loadDeadLetter(key: string): Promise<DeadLetterRecord | undefined> {
     this.#open();
-    return this.driver.loadDeadLetter(scheduleKey(key));
+    scheduleKey(key);
+    const [found] = await this.#adapter.listDeadLetters({ prefix: key, limit: 1 });
+    return found?.key === key ? found : undefined;
   }
 
   async pageDeadLetters(query: DeadLetterQuery = {}): Promise<DeadLetterPage> {
@@ -198,7 +315,7 @@ class CoreStore<Sql> implements Store<Sql> {
     const limit = pageLimit(query.limit);
     const prefix = query.prefix === undefined ? undefined : schedulePrefix(query.prefix);
     const after = query.after === undefined ? undefined : scheduleKey(query.after);
-    const items = await this.driver.listDeadLetters({
+    const items = await this.#adapter.listDeadLetters({
       limit,
       ...(prefix !== undefined ? { prefix } : {}),
       ...(after !== undefined ? { after } : {}),
@@ -207,24 +324,93 @@ class CoreStore<Sql> implements Store<Sql> {
     return items.length === limit && last ? { items, next: last.key } : { items };
   }
 
+  async countDeadLetters(query: { prefix?: string; limit?: number } = {}): Promise<number> {
+    this.#open();
+    const limit = countLimit(query.limit);
+    const prefix = query.prefix === undefined ? undefined : schedulePrefix(query.prefix);
+    let count = 0;
+    let after: string | undefined;
+    while (count < limit) {
+      const size = Math.min(MAX_PAGE, limit - count);
+      const page = await this.#adapter.listDeadLetters({
+        limit: size,
+        ...(prefix !== undefined ? { prefix } : {}),
+        ...(after !== undefined ? { after } : {}),
+      });
+      count += page.length;
+      if (page.length < size) break;
+      after = page.at(-1)!.key;
+    }
+    return count;
+  }
+
   async pageSchedules(query: ScheduleQuery = {}): Promise<SchedulePage> {
     this.#open();
     const limit = pageLimit(query.limit);
-    const through = query.through === undefined ? undefined : validDate('through', query.through);
-    const prefix = query.prefix === undefined ? undefined : schedulePrefix(query.prefix);
+    const filters = this.#filters(query);
     const after = query.after;
     if (after !== undefined && (typeof after?.at !== 'number' || typeof after?.key !== 'string'))
       throw new InvalidArgumentError('query.after', after, 'must be the `next` cursor of a previous page');
-    const items = await this.driver.listSchedules({
+    const items = (await this.#adapter.listSchedules({
+      ...filters,
       limit,
+      ...(after ? { after: { at: after.at, key: after.key } } : {}),
+    })) as Schedule[];
+    const last = items.at(-1);
+    if (items.length < limit || !last) return { items };
+    const position = filters.order === 'due' ? last.dueAt : filters.order === 'key' ? new Date(0) : last.at;
+    return { items, next: { at: position.getTime(), key: last.key } };
+  }
+
+  async countSchedules(query: ScheduleCountQuery = {}): Promise<number> {
+    this.#open();
+    const limit = countLimit(query.limit);
+    const filters = this.#filters(query);
+    let count = 0;
+    let after: ListQuery['after'];
+    while (count < limit) {
+      const size = Math.min(MAX_PAGE, limit - count);
+      const page = await this.#adapter.listSchedules({
+        ...filters,
+        select: 'heads',
+        limit: size,
+        ...(after ? { after } : {}),
+      });
+      count += page.length;
+      const last = page.at(-1);
+      if (page.length < size || !last) break;
+      const position = filters.order === 'due' ? last.dueAt : filters.order === 'key' ? new Date(0) : last.at;
+      after = { at: position.getTime(), key: last.key };
+    }
+    return count;
+  }
+
+  async nextDueAt(): Promise<Date | undefined> {
+    this.#open();
+    if (!this[knowsDueOrder]) return undefined;
+    const [first] = await this.#adapter.listSchedules({ order: 'due', select: 'heads', limit: 1 });
+    return first?.dueAt;
+  }
+
+  /** Checks a query's filters; an adapter without a deadline index answers in key order. */
+  #filters(query: ScheduleQuery | ScheduleCountQuery): Omit<ListQuery, 'limit'> {
+    if (typeof query !== 'object' || query === null)
+      throw new InvalidArgumentError('query', query, 'must be an object');
+    const order = query.order ?? 'at';
+    if (order !== 'at' && order !== 'due')
+      throw new InvalidArgumentError('query.order', order, 'must be "at" or "due"');
+    const supported = this.#adapter.order;
+    const effective = supported === undefined || supported.includes(order) ? order : 'key';
+    const through = query.through === undefined ? undefined : validDate('through', query.through);
+    const prefix = query.prefix === undefined ? undefined : schedulePrefix(query.prefix);
+    if (query.recurring !== undefined && typeof query.recurring !== 'boolean')
+      throw new InvalidArgumentError('query.recurring', query.recurring, 'must be true or false');
+    return {
+      order: effective,
       ...(through ? { through } : {}),
       ...(prefix !== undefined ? { prefix } : {}),
-      ...(after ? { after: { at: after.at, key: after.key } } : {}),
-    });
-    const last = items.at(-1);
-    return items.length === limit && last
-      ? { items, next: { at: last.at.getTime(), key: last.key } }
-      : { items };
+      ...(query.recurring !== undefined ? { recurring: query.recurring } : {}),
+    };
   }
 
   async *iterateSchedules(query: Omit<ScheduleQuery, 'after'> = {}): AsyncIterable<Schedule> {
@@ -238,16 +424,26 @@ class CoreStore<Sql> implements Store<Sql> {
 
   onChange(listener: (change: StoreChange) => void): () => void {
     this.#listeners.add(listener);
-    if (!this.#unwatch && this.driver.watch) {
-      this.#unwatch = this.driver.watch((change) => this.#emit({ ...change, remote: true }));
+    if (!this.#unwatch && this.#adapter.watch) {
+      this.#unwatch = this.#adapter.watch((event) => this.#onWatch(event));
     }
     return () => {
       this.#listeners.delete(listener);
       if (this.#listeners.size === 0 && this.#unwatch) {
         this.#unwatch();
         this.#unwatch = undefined;
+        this.#watching = false;
       }
     };
+  }
+
+  #onWatch(event: WatchEvent): void {
+    if (event.type === 'change') {
+      this.#emit({ remote: true, ...(event.earliest ? { earliest: event.earliest } : {}) });
+      return;
+    }
+    this.#watching = event.type === 'live';
+    this.#emit({ remote: true, channel: event.type });
   }
 
   #emit(change: StoreChange): void {
@@ -265,8 +461,8 @@ class CoreStore<Sql> implements Store<Sql> {
     this.#closed = true;
     this.#unwatch?.();
     this.#unwatch = undefined;
+    this.#watching = false;
     this.#listeners.clear();
-    await this.driver.close();
   }
 }
 
@@ -278,5 +474,11 @@ function backoff(attempt: number): number {
 function pageLimit(given: unknown): number {
   const limit = given === undefined ? DEFAULT_PAGE : positiveInteger('query.limit', given);
   if (limit > MAX_PAGE) throw new InvalidArgumentError('query.limit', limit, `must be at most ${MAX_PAGE}`);
+  return limit;
+}
+
+function countLimit(given: unknown): number {
+  const limit = given === undefined ? DEFAULT_COUNT : positiveInteger('query.limit', given);
+  if (limit > MAX_COUNT) throw new InvalidArgumentError('query.limit', limit, `must be at most ${MAX_COUNT}`);
   return limit;
 }

@@ -3,41 +3,37 @@ import { ClosedError, ConflictError, InvalidArgumentError } from '../errors.js';
 import { activeTraceNow } from '../telemetry/context.js';
 import { identifier, scheduleKey, schedulePrefix, validDate } from '../validate.js';
 import type { Aggregate, AggregateContext } from './aggregate.js';
-import type { DriverTransaction } from './driver.js';
 import { validMessage } from './message.js';
-import { isRecurrence, type Recurrence, storeRecurrence } from './recurrence.js';
-
-/** The operations of a driver's unit of work, without ending it (the owner of the unit ends it). */
-type TransactionOperations<Sql> = Omit<DriverTransaction<Sql>, 'commit' | 'rollback'>;
-
+import type { ResumeResult } from './operations.js';
+import * as operations from './operations.js';
+import { type CatchUp, isRecurrence, type Recurrence, storeRecurrence } from './recurrence.js';
 import type { Transaction } from './store.js';
 import type { Event, Message, Schedule } from './types.js';
+import type { Work } from './work.js';
 
 /**
- * The {@link Transaction} the application's function (or a processor) gets, over a driver's unit of work:
+ * The {@link Transaction} the application's function (or a processor) gets, over a unit's {@link Work}:
  * it validates input, folds aggregates and tracks what was scheduled for change notifications. Several
- * may share one driver transaction (a delivery batch gives each processor its own), and `beforeUse` runs
- * before any operation reaches the driver (a delivery takes the processor's savepoint there).
+ * may share one unit (a delivery batch gives each processor its own).
  */
 export class CoreTransaction<Sql> implements Transaction<Sql> {
-  readonly #driverTx: TransactionOperations<Sql>;
+  // biome-ignore lint/suspicious/noExplicitAny: any adapter's unit
+  readonly #work: Work<Sql, any>;
   readonly #clock: Clock;
   readonly #streams = new Map<string, Event[]>();
   #finished = false;
   scheduled = false;
   earliest: number | undefined;
 
-  readonly #beforeUse: (() => void) | undefined;
-
-  constructor(driverTx: TransactionOperations<Sql>, clock: Clock, beforeUse?: () => void) {
-    this.#driverTx = driverTx;
+  // biome-ignore lint/suspicious/noExplicitAny: any adapter's unit
+  constructor(work: Work<Sql, any>, clock: Clock) {
+    this.#work = work;
     this.#clock = clock;
-    this.#beforeUse = beforeUse;
   }
 
   get sql(): Sql {
     this.#open();
-    return this.#driverTx.sql;
+    return this.#work.sql;
   }
 
   finish(): void {
@@ -46,13 +42,18 @@ export class CoreTransaction<Sql> implements Transaction<Sql> {
 
   #open(): void {
     if (this.#finished) throw new ClosedError('transaction (it has already committed or rolled back)');
-    this.#beforeUse?.();
+  }
+
+  #scheduled(at: Date): void {
+    this.scheduled = true;
+    const t = at.getTime();
+    if (this.earliest === undefined || t < this.earliest) this.earliest = t;
   }
 
   async #stream(id: string): Promise<Event[]> {
     let events = this.#streams.get(id);
     if (!events) {
-      events = await this.#driverTx.loadEvents(id);
+      events = await this.#work.loadEvents(id);
       this.#streams.set(id, events);
     }
     return events;
@@ -107,7 +108,7 @@ export class CoreTransaction<Sql> implements Transaction<Sql> {
     await command(state, ag);
     this.#open();
     if (raised.length > 0) {
-      await this.#driverTx.appendEvents(id, base, raised);
+      this.#work.append({ op: 'append', aggregateId: id, expectedSequence: base, events: raised });
       stream.push(...raised);
     }
     return state;
@@ -125,11 +126,12 @@ export class CoreTransaction<Sql> implements Transaction<Sql> {
       if (trace instanceof Promise) trace = await trace;
       if (trace !== undefined) copy.trace = trace;
     }
-    if (first) await this.#driverTx.putSchedule(key, when, copy, first.stored);
-    else await this.#driverTx.putSchedule(key, when, copy);
-    this.scheduled = true;
-    const t = when.getTime();
-    if (this.earliest === undefined || t < this.earliest) this.earliest = t;
+    this.#work.put(
+      first
+        ? { op: 'put', key, at: when, message: copy, recurrence: first.stored }
+        : { op: 'put', key, at: when, message: copy },
+    );
+    this.#scheduled(when);
   }
 
   async retryDeadLetter(key: string, options: { at?: Date; asKey?: string } = {}): Promise<boolean> {
@@ -139,43 +141,73 @@ export class CoreTransaction<Sql> implements Transaction<Sql> {
       throw new InvalidArgumentError('options', options, 'must be an object { at?, asKey? }');
     const target = options.asKey === undefined ? key : scheduleKey(options.asKey, 'options.asKey');
     const when = options.at === undefined ? new Date(this.#clock.now()) : validDate('options.at', options.at);
-    const dead = await this.#driverTx.loadDeadLetter(key);
+    const dead = await this.#work.loadDeadLetter(key);
     if (!dead) return false;
-    if (await this.#driverTx.loadSchedule(target))
+    if (await this.#work.loadSchedule(target))
       throw new ConflictError(
         'schedule',
         target,
         `schedule ${JSON.stringify(target)} is active; retry the dead letter under another key ({ asKey }) or cancel it first`,
       );
-    await this.#driverTx.putSchedule(target, when, dead.message);
-    await this.#driverTx.deleteDeadLetter(key);
-    this.scheduled = true;
-    if (this.earliest === undefined || when.getTime() < this.earliest) this.earliest = when.getTime();
+    this.#work.put({ op: 'put', key: target, at: when, message: dead.message });
+    await this.#work.deleteDead(key);
+    this.#scheduled(when);
     return true;
   }
 
   async discardDeadLetter(key: string): Promise<boolean> {
     this.#open();
-    return this.#driverTx.deleteDeadLetter(scheduleKey(key));
+    return this.#work.deleteDead(scheduleKey(key));
   }
 
   async cancelSchedule(key: string): Promise<boolean> {
     this.#open();
-    return this.#driverTx.deleteSchedule(scheduleKey(key));
+    return this.#work.delete(scheduleKey(key));
   }
 
   async cancelSchedulePrefix(prefix: string): Promise<number> {
     this.#open();
-    return this.#driverTx.deletePrefix(schedulePrefix(prefix));
+    return this.#work.deletePrefix(schedulePrefix(prefix));
   }
 
   async loadSchedule(key: string): Promise<Schedule | undefined> {
     this.#open();
-    return this.#driverTx.loadSchedule(scheduleKey(key));
+    return this.#work.loadSchedule(scheduleKey(key));
   }
 
   async loadEvents(aggregateId: string): Promise<Event[]> {
     this.#open();
     return [...(await this.#stream(identifier('aggregateId', aggregateId)))];
+  }
+
+  async pauseSchedule(key: string, options?: { note?: string }): Promise<boolean> {
+    this.#open();
+    return operations.pause(this.#work, this.#clock.now(), scheduleKey(key), options);
+  }
+
+  async resumeSchedule(key: string, options?: { catchUp?: CatchUp }): Promise<ResumeResult> {
+    this.#open();
+    const result = await operations.resume(this.#work, this.#clock.now(), scheduleKey(key), options);
+    if (result.resumed) this.#scheduled(new Date(this.#clock.now()));
+    return result;
+  }
+
+  async triggerSchedule(key: string, options?: { at?: Date }): Promise<string> {
+    this.#open();
+    const id = await operations.trigger(this.#work, this.#clock.now(), scheduleKey(key), options);
+    this.#scheduled(options?.at ?? new Date(this.#clock.now()));
+    return id;
+  }
+
+  async skipNext(key: string, n = 1): Promise<number> {
+    this.#open();
+    return operations.skip(this.#work, scheduleKey(key), n);
+  }
+
+  async backfillSchedule(key: string, range: { from: Date; to: Date }): Promise<Date[]> {
+    this.#open();
+    const instants = await operations.backfill(this.#work, scheduleKey(key), range);
+    if (instants[0]) this.#scheduled(instants[0]);
+    return instants;
   }
 }

@@ -1,4 +1,4 @@
-import type { StoredRecurrence } from './recurrence.js';
+import type { QueuedDelivery, StoredRecurrence } from './recurrence.js';
 
 /**
  * What the application hands to duetime and gets back. A `Message` is what a schedule delivers; an
@@ -60,6 +60,17 @@ export interface Schedule<Data = unknown> {
    * {@link recurring}). Each occurrence is a new version.
    */
   recurrence?: StoredRecurrence;
+  /**
+   * Present while the schedule is paused (`tx.pauseSchedule`): since when, and the note given. A paused
+   * schedule's own deliveries wait (its `dueAt` is far in the future) until `tx.resumeSchedule`.
+   */
+  paused?: { at: Date; note?: string };
+  /**
+   * Extra deliveries queued beside the schedule's own, oldest first (`tx.triggerSchedule`,
+   * `tx.backfillSchedule`, occurrences caught up by `tx.resumeSchedule`): each is delivered when due, even
+   * while paused, without moving the schedule's deadline.
+   */
+  queue?: QueuedDelivery[];
 }
 
 /**
@@ -104,15 +115,33 @@ export interface SchedulePageCursor {
   key: string;
 }
 
-/** A query for a page of active schedules, ordered by deadline then key. */
+/**
+ * A query for a page of active schedules, ordered by deadline then key (`order: 'at'`, the default) or by
+ * the time each is next due (`order: 'due'`: retries wait past their deadline).
+ */
 export interface ScheduleQuery {
-  /** Only schedules whose deadline is at or before this instant. */
+  /** `at` (default): by deadline, then key. `due`: by when each is next due (`dueAt`), then key. */
+  order?: 'at' | 'due';
+  /** Only schedules whose ordering instant (deadline, or due time for `due`) is at or before this. */
   through?: Date;
   /** Only keys that start with this literal prefix. */
   prefix?: string;
+  /** Only recurring schedules (`true`) or only one-shot ones (`false`). */
+  recurring?: boolean;
   /** Continue after this position. */
   after?: SchedulePageCursor;
   /** Page size, 1 to 10,000 (default 500). */
+  limit?: number;
+}
+
+/** A query for {@link Store.countSchedules}: the filters of {@link ScheduleQuery}, counted up to `limit`. */
+export interface ScheduleCountQuery {
+  /** `at` (default) or `due`: which instant `through` bounds. */
+  order?: 'at' | 'due';
+  through?: Date;
+  prefix?: string;
+  recurring?: boolean;
+  /** Counts up to this many (default 10,000, at most 100,000); a count equal to it means "at least". */
   limit?: number;
 }
 
@@ -128,4 +157,9 @@ export interface StoreChange {
   earliest?: Date;
   /** True when the change came from another process through the backend's push channel. */
   remote: boolean;
+  /**
+   * Set when the backend's push channel changed state instead of data: `live` (connected; changes made
+   * while it was down were not reported, so look at the store again) or `lost`.
+   */
+  channel?: 'live' | 'lost';
 }

@@ -1,4 +1,5 @@
 import type { ScheduleRecord } from '../calendar/records.js';
+import { bindingFor, type OtelBinding, runWithBinding } from './binding.js';
 import { SpanKind, SpanStatus } from './constants.js';
 import { INSTRUMENTATION_SCOPE, SECONDS_BUCKETS } from './delivery.js';
 import type {
@@ -27,7 +28,7 @@ export interface LeadershipView {
  * state and reason, a lateness histogram, and leadership gauges.
  */
 export class CalendarTelemetry {
-  readonly #api: OpenTelemetryApi;
+  readonly #binding: OtelBinding;
   readonly #tracer: OtelTracer;
   readonly #view: LeadershipView;
   readonly #runs: OtelCounter;
@@ -37,10 +38,10 @@ export class CalendarTelemetry {
   readonly #gauges: { gauge: OtelObservable; callback: (result: OtelObservableResult) => void }[] = [];
 
   constructor(api: OpenTelemetryApi, options: TelemetryOptions, view: LeadershipView) {
-    this.#api = api;
+    this.#binding = bindingFor(api, options);
     this.#view = view;
-    this.#tracer = (options.tracerProvider ?? api.trace).getTracer(INSTRUMENTATION_SCOPE);
-    const meter = (options.meterProvider ?? api.metrics).getMeter(INSTRUMENTATION_SCOPE);
+    this.#tracer = this.#binding.tracerProvider().getTracer(INSTRUMENTATION_SCOPE);
+    const meter = this.#binding.meterProvider().getMeter(INSTRUMENTATION_SCOPE);
     this.#runs = meter.createCounter('duetime.calendar.runs', {
       description: 'Occurrences decided, by final state and reason',
       unit: '{occurrence}',
@@ -80,7 +81,7 @@ export class CalendarTelemetry {
     };
   }
 
-  /** Runs a started occurrence's work inside its span. */
+  /** Runs a started occurrence's work inside its span (and the scheduler's telemetry). */
   run<T>(record: ScheduleRecord, fn: () => T): T {
     const started = record.startedAt?.getTime() ?? Date.now();
     const latenessMs = Math.max(0, started - record.intendedAt.getTime());
@@ -98,14 +99,16 @@ export class CalendarTelemetry {
           ...(record.epoch !== undefined ? { 'duetime.leadership.epoch': record.epoch } : {}),
         },
       },
-      this.#api.context.active(),
+      this.#binding.active(),
     );
     this.#spans.set(record.seq, span);
     this.#lateness.record(latenessMs / 1000, {
       ...this.#group(),
       'duetime.calendar.schedule': record.schedule,
     });
-    return this.#api.context.with(this.#api.trace.setSpan(this.#api.context.active(), span), fn);
+    const binding = this.#binding;
+    // The handler's own spans are children of the run's; its `tx.schedule` records with this binding.
+    return runWithBinding(binding, () => binding.with(binding.api.trace.setSpan(binding.active(), span), fn));
   }
 
   /** A record reached its final state: counts it and ends its span (if it ran). */

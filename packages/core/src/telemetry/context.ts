@@ -1,22 +1,17 @@
 import { validTrace } from '../store/message.js';
 import type { MessageTrace } from '../store/types.js';
-import {
-  loadedOpenTelemetry,
-  loadOpenTelemetry,
-  type OpenTelemetryApi,
-  type OtelSpanContext,
-} from './otel.js';
+import { currentBinding, type OtelBinding } from './binding.js';
+import type { OtelSpanContext } from './otel.js';
 
 /**
- * The active span's context as propagation fields (`traceparent`, `tracestate`, or whatever the globally
- * registered propagator writes), for `Message.trace`. Undefined when `@opentelemetry/api` is absent, no
- * span is active, or the propagator writes nothing (no SDK registered).
+ * The active span's context as propagation fields (`traceparent`, `tracestate`, or whatever the
+ * propagator writes), for `Message.trace`: read with the running processor's or calendar handler's
+ * telemetry, else what {@link configureTelemetry} set, else what the application registered globally.
+ * Undefined when `@opentelemetry/api` is absent, no span is active, or the propagator writes nothing.
  */
 export async function activeTrace(): Promise<MessageTrace | undefined> {
-  let api = loadedOpenTelemetry();
-  if (api === undefined) api = await loadOpenTelemetry();
-  if (!api) return undefined;
-  return traceOf(api);
+  const binding = await currentBinding();
+  return binding ? traceOf(binding) : undefined;
 }
 
 /**
@@ -24,17 +19,17 @@ export async function activeTrace(): Promise<MessageTrace | undefined> {
  * a promise only while the lazy import is still under way.
  */
 export function activeTraceNow(): MessageTrace | undefined | Promise<MessageTrace | undefined> {
-  const api = loadedOpenTelemetry();
-  if (api === undefined) return activeTrace();
-  return api ? traceOf(api) : undefined;
+  const binding = currentBinding();
+  if (binding instanceof Promise) return binding.then((b) => (b ? traceOf(b) : undefined));
+  return binding ? traceOf(binding) : undefined;
 }
 
-function traceOf(api: OpenTelemetryApi): MessageTrace | undefined {
-  const context = api.context.active();
-  const span = api.trace.getSpanContext(context);
-  if (!span || !api.trace.isSpanContextValid(span)) return undefined;
+function traceOf(binding: OtelBinding): MessageTrace | undefined {
+  const context = binding.active();
+  const span = binding.api.trace.getSpanContext(context);
+  if (!span || !binding.api.trace.isSpanContextValid(span)) return undefined;
   const carrier: Record<string, string> = {};
-  api.propagation.inject(context, carrier);
+  binding.inject(context, carrier);
   if (Object.keys(carrier).length === 0) return undefined;
   try {
     return validTrace(carrier);
@@ -46,11 +41,11 @@ function traceOf(api: OpenTelemetryApi): MessageTrace | undefined {
 
 /** The span context a message's `trace` names, for a link; undefined when it names none. */
 export function linkedContext(
-  api: OpenTelemetryApi,
+  binding: OtelBinding,
   trace: MessageTrace | undefined,
 ): OtelSpanContext | undefined {
   if (trace === undefined) return undefined;
-  const context = api.propagation.extract(api.ROOT_CONTEXT, { ...trace });
-  const span = api.trace.getSpanContext(context);
-  return span && api.trace.isSpanContextValid(span) ? span : undefined;
+  const context = binding.extract({ ...trace });
+  const span = binding.api.trace.getSpanContext(context);
+  return span && binding.api.trace.isSpanContextValid(span) ? span : undefined;
 }

@@ -1,6 +1,7 @@
 import type { ObservedPart } from '../dispatch/batch.js';
 import { UnrecoverableError } from '../dispatch/types.js';
-import type { StoreDriver } from '../store/driver.js';
+import type { Store } from '../store/store.js';
+import { bindingFor, type OtelBinding, runWithBinding } from './binding.js';
 import { SpanKind, SpanStatus } from './constants.js';
 import { linkedContext } from './context.js';
 import type {
@@ -22,13 +23,6 @@ export const INSTRUMENTATION_SCOPE = '@duetime/core';
 export const SECONDS_BUCKETS = [
   0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,
 ];
-
-/** A backend's short name from its driver (`SqliteStoreDriver` → `sqlite`), for the `duetime.backend` attribute. */
-export function backendName(driver: StoreDriver<unknown>): string {
-  const name = driver.constructor?.name ?? '';
-  const short = name.replace(/StoreDriver$/, '').toLowerCase();
-  return short.length > 0 && short !== 'object' ? short : 'custom';
-}
 
 /** Renders an error for a span status: short and never throwing. */
 function errorText(error: unknown): string {
@@ -61,9 +55,11 @@ const FATE_ATTRIBUTE: Record<string, string> = {
  * A dispatcher's spans and metrics. One CONSUMER span per delivered part, named `process <message type>`
  * (OpenTelemetry messaging conventions), active while the processor runs, ended once the batch commit
  * decided the part's fate; linked to the scheduling transaction's span when the message carries its trace.
+ * Every part goes through the dispatcher's {@link OtelBinding}: its providers, propagator and context
+ * manager, also for the trace context its processors' `tx.schedule` records.
  */
 export class DeliveryTelemetry {
-  readonly #api: OpenTelemetryApi;
+  readonly #binding: OtelBinding;
   readonly #tracer: OtelTracer;
   readonly #backend: string;
   readonly #deliveries: OtelCounter;
@@ -76,16 +72,11 @@ export class DeliveryTelemetry {
     { metric: OtelAttributes; outcome: OtelAttributes; process: OtelAttributes }
   >();
 
-  constructor(
-    api: OpenTelemetryApi,
-    options: TelemetryOptions,
-    driver: StoreDriver<unknown>,
-    now: () => number,
-  ) {
-    this.#api = api;
-    this.#backend = backendName(driver);
-    this.#tracer = (options.tracerProvider ?? api.trace).getTracer(INSTRUMENTATION_SCOPE);
-    const meter = (options.meterProvider ?? api.metrics).getMeter(INSTRUMENTATION_SCOPE);
+  constructor(api: OpenTelemetryApi, options: TelemetryOptions, store: Store<unknown>, now: () => number) {
+    this.#binding = bindingFor(api, options);
+    this.#backend = store.backendName;
+    this.#tracer = this.#binding.tracerProvider().getTracer(INSTRUMENTATION_SCOPE);
+    const meter = this.#binding.meterProvider().getMeter(INSTRUMENTATION_SCOPE);
     this.#deliveries = meter.createCounter('duetime.deliveries', {
       description:
         'Delivery attempts by outcome (delivered, failed, retried, dead_lettered, skipped, missed)',
@@ -113,12 +104,10 @@ export class DeliveryTelemetry {
         unit: '{schedule}',
       });
       const countPending = async (result: OtelObservableResult) => {
-        const page = await driver.listSchedules({ limit });
-        result.observe(page.length, common);
+        result.observe(await store.countSchedules({ limit }), common);
       };
       const countDue = async (result: OtelObservableResult) => {
-        const page = await driver.dueSchedules(new Date(now()), limit);
-        result.observe(page.length, common);
+        result.observe(await store.countSchedules({ order: 'due', through: new Date(now()), limit }), common);
       };
       pending.addCallback(countPending);
       due.addCallback(countDue);
@@ -132,11 +121,11 @@ export class DeliveryTelemetry {
    */
   begin(part: ObservedPart): void {
     const { schedule } = part;
-    const link = linkedContext(this.#api, schedule.message.trace);
+    const link = linkedContext(this.#binding, schedule.message.trace);
     const span = this.#tracer.startSpan(
       `process ${schedule.message.type}`,
       link ? { kind: SpanKind.CONSUMER, links: [{ context: link }] } : CONSUMER,
-      this.#api.context.active(),
+      this.#binding.active(),
     );
     part.handle = span;
     if (!span.isRecording()) return;
@@ -162,14 +151,23 @@ export class DeliveryTelemetry {
     span.setAttributes(attributes);
   }
 
-  /** Runs `fn` with the part's span active, so the processor's own spans are its children. */
+  /**
+   * Runs `fn` with the part's span active, so the processor's own spans are its children, and with the
+   * dispatcher's binding as the one its `tx.schedule` records trace context with.
+   */
   run<T>(part: ObservedPart, fn: () => T): T {
+    const binding = this.#binding;
     const span = part.handle as OtelSpan | undefined;
     // A no-op tracer's span has no valid context: there is nothing to make active.
-    if (!span) return fn();
-    const context = span.spanContext();
-    if (context.traceId === INVALID_TRACE_ID || !this.#api.trace.isSpanContextValid(context)) return fn();
-    return this.#api.context.with(this.#api.trace.setSpan(this.#api.context.active(), span), fn);
+    const context = span?.spanContext();
+    if (
+      !span ||
+      !context ||
+      context.traceId === INVALID_TRACE_ID ||
+      !binding.api.trace.isSpanContextValid(context)
+    )
+      return runWithBinding(binding, fn);
+    return runWithBinding(binding, () => binding.with(binding.api.trace.setSpan(binding.active(), span), fn));
   }
 
   /** The metric attributes of a type and outcome, made once. */
@@ -201,7 +199,8 @@ export class DeliveryTelemetry {
   settle(part: ObservedPart): void {
     const fate = FATE_ATTRIBUTE[part.fate ?? 'rolledBack'] ?? 'rolled_back';
     const attributes = this.#attributes(part.schedule.message.type, fate);
-    this.#deliveries.add(1, attributes.outcome);
+    // A missed part stands for every occurrence its decision did not run.
+    this.#deliveries.add(part.outcome === 'missed' ? (part.missed?.count ?? 1) : 1, attributes.outcome);
     if (part.outcome !== 'missed') {
       this.#lateness.record(part.latenessMs / 1000, attributes.metric);
       this.#duration.record(part.durationMs / 1000, attributes.process);

@@ -75,6 +75,30 @@ export interface OtelMeterProvider {
   getMeter(name: string, version?: string): OtelMeter;
 }
 
+/** Where the active context is read and set: an OpenTelemetry `ContextManager`. */
+export interface OtelContextManager {
+  active(): OtelContext;
+  with<T>(context: OtelContext, fn: () => T): T;
+}
+
+/** Writes a field into a carrier (an OpenTelemetry `TextMapSetter`). */
+export interface OtelTextMapSetter {
+  set(carrier: Record<string, string>, key: string, value: string): void;
+}
+
+/** Reads a carrier's fields (an OpenTelemetry `TextMapGetter`). */
+export interface OtelTextMapGetter {
+  get(carrier: Record<string, string>, key: string): string | string[] | undefined;
+  keys(carrier: Record<string, string>): string[];
+}
+
+/** Writes a context into text fields and reads it back: an OpenTelemetry `TextMapPropagator`. */
+export interface OtelPropagator {
+  inject(context: OtelContext, carrier: Record<string, string>, setter: OtelTextMapSetter): void;
+  extract(context: OtelContext, carrier: Record<string, string>, getter: OtelTextMapGetter): OtelContext;
+  fields(): string[];
+}
+
 /** What duetime uses of `@opentelemetry/api`; the module itself fits it. */
 export interface OpenTelemetryApi {
   trace: OtelTracerProvider & {
@@ -95,22 +119,42 @@ export interface OpenTelemetryApi {
 }
 
 /**
- * How a {@link Dispatcher} or a {@link Scheduler} reports to OpenTelemetry (its `telemetry` option).
+ * How a {@link Dispatcher} or a {@link Scheduler} reports to OpenTelemetry (its `telemetry` option), and
+ * what {@link configureTelemetry} sets for the whole process.
  *
- * - Left out: `@opentelemetry/api` is loaded lazily when `run()` starts, if the application has it
- *   installed, and the globally registered tracer and meter providers are used (no-ops until an SDK
- *   registers real ones). When the package is absent nothing is loaded and nothing is measured.
+ * - Left out: what {@link configureTelemetry} set, else `@opentelemetry/api` loaded lazily when `run()`
+ *   starts (if the application has it installed) with what the application registered globally: tracer
+ *   and meter providers, context manager, propagator (no-ops until an SDK registers real ones). When the
+ *   package is absent nothing is loaded and nothing is measured.
  * - `false`: no spans and no metrics, whatever is installed.
  * - An object: the API module to use (`api: await import('@opentelemetry/api')`, or the module the
- *   application already imported) and, optionally, providers to use instead of the global ones.
+ *   application already imported) and, optionally, providers, a propagator and a context manager to use
+ *   instead of the global ones. A Dispatcher's also serve `tx.schedule` in its processors (the trace
+ *   context they record), a Scheduler's in its handlers.
+ *
+ * Whatever is not given explicitly is what the application registered globally, read from the API's
+ * global registry (`Symbol.for('opentelemetry.js.api.1')`): duetime uses those registrations whichever
+ * copy of `@opentelemetry/api` made them, even one whose version duetime's own copy would refuse to read
+ * (an application on API 1.3 while duetime resolves 1.9). When it cannot use them it says so once, at warn
+ * level, and names the option that fixes it.
  */
 export interface TelemetryOptions {
   /** The `@opentelemetry/api` module. Default: loaded lazily with `import()`. */
   api?: OpenTelemetryApi;
-  /** Where spans go (default: the API's global provider). */
+  /** Where spans go (default: the tracer provider registered globally). */
   tracerProvider?: OtelTracerProvider;
-  /** Where metrics go (default: the API's global provider). */
+  /** Where metrics go (default: the meter provider registered globally). */
   meterProvider?: OtelMeterProvider;
+  /**
+   * How a message's trace context is written (`tx.schedule`) and read back (at delivery). Default: the
+   * propagator registered globally (W3C trace context with the SDK's defaults).
+   */
+  propagator?: OtelPropagator;
+  /**
+   * Where the active span is read (`tx.schedule`) and where the delivery's span is made active for the
+   * processor. Default: the context manager registered globally.
+   */
+  contextManager?: OtelContextManager;
   /**
    * Most schedules counted for the `duetime.schedules.pending` and `duetime.schedules.due` gauges (default
    * 1,000): a count that reaches it reads as this number (at least that many). 0 turns both gauges off.
@@ -121,46 +165,4 @@ export interface TelemetryOptions {
 /** The `telemetry` option of a Dispatcher or Scheduler. */
 export type TelemetryOption = TelemetryOptions | false;
 
-/** The package name, in a variable so that bundlers and TypeScript leave the optional import alone. */
-const PACKAGE = '@opentelemetry/api';
-
-let loaded: OpenTelemetryApi | null | undefined;
-let loading: Promise<OpenTelemetryApi | null> | undefined;
-
-/**
- * `@opentelemetry/api`, imported once on first call: `null` when the application does not have it.
- * Resolves at once after the first call settled.
- */
-export function loadOpenTelemetry(): Promise<OpenTelemetryApi | null> {
-  if (loaded !== undefined) return Promise.resolve(loaded);
-  loading ??= import(PACKAGE).then(
-    (module: { default?: unknown }) => {
-      const api = (
-        isApi(module) ? module : isApi(module.default) ? module.default : null
-      ) as OpenTelemetryApi | null;
-      loaded = api;
-      return api;
-    },
-    () => {
-      loaded = null;
-      return null;
-    },
-  );
-  return loading;
-}
-
-/** The API when {@link loadOpenTelemetry} already settled: the module, `null` (absent), or `undefined` (not yet known). */
-export function loadedOpenTelemetry(): OpenTelemetryApi | null | undefined {
-  return loaded;
-}
-
-function isApi(value: unknown): boolean {
-  if (typeof value !== 'object' || value === null) return false;
-  const v = value as Partial<OpenTelemetryApi>;
-  return (
-    typeof v.trace?.getTracer === 'function' &&
-    typeof v.metrics?.getMeter === 'function' &&
-    typeof v.context?.with === 'function' &&
-    typeof v.propagation?.inject === 'function'
-  );
-}
+export { loadedOpenTelemetry, loadOpenTelemetry } from './loader.js';

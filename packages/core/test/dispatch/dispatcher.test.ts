@@ -5,11 +5,13 @@ import {
   ClosedError,
   ConflictError,
   createMemoryBackend,
+  createStore,
   Dispatcher,
   InvalidArgumentError,
   ManualClock,
   MemoryDatabase,
   type Message,
+  memoryAdapter,
   RetryError,
 } from '../../src/index.js';
 
@@ -18,8 +20,9 @@ const msg = (id: string): Message => ({ type: 'hit', aggregateId: id });
 
 function setup() {
   const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
-  const backend = createMemoryBackend({ clock });
-  return { clock, backend, store: backend.store };
+  // The reference adapter under a store of its own, so a test can wrap the adapter's calls.
+  const adapter = memoryAdapter(new MemoryDatabase({ clock }));
+  return { clock, adapter, store: createStore(adapter, { clock, name: 'memory' }) };
 }
 
 describe('Dispatcher', () => {
@@ -39,7 +42,8 @@ describe('Dispatcher', () => {
       [{ store, processor, batchSize: 0 }, 'options.batchSize'],
       [{ store, processor, batchSize: -5 }, 'options.batchSize'],
       [{ store, processor, batchSize: 2.5 }, 'options.batchSize'],
-      [{ store, processor, batchSize: 1001 }, 'options.batchSize'],
+      [{ store, processor, batchSize: 10_001 }, 'options.batchSize'],
+      [{ store, processor, watchedRescanInterval: 0 }, 'options.watchedRescanInterval'],
       [{ store, processor, batchSize: '10' }, 'options.batchSize'],
       [{ store, processor, batchDuration: 0 }, 'options.batchDuration'],
       [{ store, processor, batchDuration: Number.POSITIVE_INFINITY }, 'options.batchDuration'],
@@ -128,16 +132,15 @@ describe('Dispatcher', () => {
   });
 
   it('claims again at once when something falls due between the claim and looking for the next deadline', async () => {
-    const { clock, backend, store } = setup();
+    const { clock, adapter, store } = setup();
     const start = clock.now();
     await store.transact((tx) => tx.schedule('x', new Date(start + 10), msg('x')));
-    const driver = backend.store.driver;
-    const original = driver.deliver.bind(driver);
-    driver.deliver = async (now, limit) => {
-      const delivery = await original(now, limit);
+    const original = adapter.begin.bind(adapter);
+    adapter.begin = async (claim) => {
+      const unit = await original(claim);
       // The clock moves on between the claim and the next-deadline lookup (a timer firing a little early).
-      if (now.getTime() === start + 9) clock.set(start + 10);
-      return delivery;
+      if (claim?.now.getTime() === start + 9) clock.set(start + 10);
+      return unit;
     };
     const delivered: number[] = [];
     const dispatcher = new Dispatcher({
@@ -190,16 +193,15 @@ describe('Dispatcher', () => {
   });
 
   it('claims due work batch by batch, never the whole backlog, and commits once per batch', async () => {
-    const { clock, backend, store } = setup();
+    const { clock, adapter, store } = setup();
     await store.transact(async (tx) => {
       for (let i = 0; i < 500; i++) await tx.schedule(`p/${i}`, new Date(clock.now() - 1), msg(`p${i % 10}`));
     });
     const limits: number[] = [];
-    const driver = backend.store.driver;
-    const original = driver.deliver.bind(driver);
-    driver.deliver = (now, limit) => {
-      limits.push(limit);
-      return original(now, limit);
+    const original = adapter.begin.bind(adapter);
+    adapter.begin = (claim) => {
+      if (claim) limits.push(claim.limit);
+      return original(claim);
     };
     const dispatcher = new Dispatcher({ store, concurrency: 4, batchSize: 20, processor: async () => {} });
     const ac = new AbortController();
@@ -213,16 +215,15 @@ describe('Dispatcher', () => {
   });
 
   it('claims fewer per batch when processors are slow, so a batch does not hold its commit for long', async () => {
-    const { clock, backend, store } = setup();
+    const { clock, adapter, store } = setup();
     await store.transact(async (tx) => {
       for (let i = 0; i < 30; i++) await tx.schedule(`slow/${i}`, new Date(clock.now() - 1), msg(`s${i}`));
     });
     const limits: number[] = [];
-    const driver = backend.store.driver;
-    const original = driver.deliver.bind(driver);
-    driver.deliver = (now, limit) => {
-      limits.push(limit);
-      return original(now, limit);
+    const original = adapter.begin.bind(adapter);
+    adapter.begin = (claim) => {
+      if (claim) limits.push(claim.limit);
+      return original(claim);
     };
     const dispatcher = new Dispatcher({
       store,
@@ -325,22 +326,16 @@ describe('Dispatcher', () => {
   });
 
   it('leaves a batch pending when its commit fails, pauses, and delivers it later', async () => {
-    const { clock, backend, store } = setup();
+    const { clock, adapter, store } = setup();
     await store.transact((tx) => tx.schedule('f', new Date(clock.now() - 1), msg('f')));
-    const driver = backend.store.driver;
-    const original = driver.deliver.bind(driver);
+    const commit = adapter.commit.bind(adapter);
     let outage = true;
-    driver.deliver = async (now, limit) => {
-      const delivery = await original(now, limit);
-      const commit = delivery.commit.bind(delivery);
-      delivery.commit = async () => {
-        if (outage) {
-          await delivery.rollback();
-          throw new Error('backend unreachable');
-        }
-        return commit();
-      };
-      return delivery;
+    adapter.commit = async (unit, changes) => {
+      if (outage && changes.settlements.length > 0) {
+        await adapter.rollback(unit);
+        throw new Error('backend unreachable');
+      }
+      return commit(unit, changes);
     };
     let calls = 0;
     const warnings: string[] = [];
@@ -386,14 +381,13 @@ describe('Dispatcher', () => {
   });
 
   it('keeps running when the backend fails a scan, and recovers', async () => {
-    const { clock, backend, store } = setup();
+    const { clock, adapter, store } = setup();
     await store.transact((tx) => tx.schedule('s', new Date(clock.now() - 1), msg('s')));
-    const driver = backend.store.driver;
-    const original = driver.deliver.bind(driver);
+    const original = adapter.begin.bind(adapter);
     let failures = 3;
-    driver.deliver = async (now, limit) => {
-      if (failures-- > 0) throw new Error('connection reset');
-      return original(now, limit);
+    adapter.begin = async (claim) => {
+      if (claim && failures-- > 0) throw new Error('connection reset');
+      return original(claim);
     };
     const warnings: string[] = [];
     const dispatcher = new Dispatcher({
@@ -435,7 +429,8 @@ describe('Store.transact', () => {
   });
 
   it('refuses to be used after close, and a transaction after it ended', async () => {
-    const { backend, store } = setup();
+    const backend = createMemoryBackend();
+    const store = backend.store;
     let leaked: Parameters<Parameters<typeof store.transact>[0]>[0] | undefined;
     await store.transact((tx) => {
       leaked = tx;

@@ -11,10 +11,11 @@ import {
   InvalidArgumentError,
   type Logger,
   ManualClock,
+  MemoryDatabase,
+  memoryAdapter,
   Registry,
   Scheduler,
   type SchedulerEvents,
-  type StoreDriver,
   UnrecoverableError,
 } from '../../src/index.js';
 
@@ -131,33 +132,17 @@ describe('Dispatcher events', () => {
   it('tells of nothing when the batch commit fails: the delivery was rolled back and stays pending', async () => {
     const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
     const logger = capture();
-    const memory = createMemoryBackend({ clock, logger });
+    const adapter = memoryAdapter(new MemoryDatabase({ clock }));
     let failCommits = 1;
-    const inner = memory.store.driver;
-    const bound = <T extends object>(target: T, overrides: Record<string, unknown>): T =>
-      new Proxy(target, {
-        get(t, name) {
-          if (typeof name === 'string' && name in overrides) return overrides[name];
-          const value = Reflect.get(t, name);
-          return typeof value === 'function' ? value.bind(t) : value;
-        },
-      });
-    const driver: StoreDriver<undefined> = bound(inner, {
-      deliver: async (now: Date, limit: number) => {
-        const tx = await inner.deliver(now, limit);
-        return bound(tx, {
-          commit: async () => {
-            if (failCommits-- > 0) {
-              await tx.rollback();
-              throw new Error('disk full');
-            }
-            return tx.commit();
-          },
-          rollback: async () => {},
-        });
-      },
-    });
-    const store = createStore(driver, { clock, logger });
+    const commit = adapter.commit.bind(adapter);
+    adapter.commit = async (unit, changes) => {
+      if (changes.settlements.length > 0 && failCommits-- > 0) {
+        await adapter.rollback(unit);
+        throw new Error('disk full');
+      }
+      return commit(unit, changes);
+    };
+    const store = createStore(adapter, { clock, logger });
     const delivered: string[] = [];
     let runs = 0;
     const dispatcher = new Dispatcher({ store, logger, processor: async () => void runs++ });
