@@ -93,7 +93,7 @@ interface OwnCluster {
  */
 async function startCluster(target: ClusterTarget): Promise<OwnCluster> {
   if (target === 'redis-cluster') {
-    const { PrivateRedisCluster } = await import('@duetime/backend-redis/testing');
+    const { PrivateRedisCluster } = await import('@duetime/testing');
     const cluster = await PrivateRedisCluster.start({
       masters: 3,
       replicas: 1,
@@ -115,7 +115,7 @@ async function startCluster(target: ClusterTarget): Promise<OwnCluster> {
       stop: () => cluster.stop(),
     };
   }
-  const { PrivateNatsCluster } = await import('@duetime/backend-nats/testing');
+  const { PrivateNatsCluster } = await import('@duetime/testing');
   const cluster = await PrivateNatsCluster.start({ binary: natsServerBinary() });
   return {
     urls: cluster.urls,

@@ -1,6 +1,6 @@
 import { createRedisBackend, type RedisBackendOptions } from '@duetime/backend-redis';
-import { PrivateRedisCluster, PrivateRedisServer } from '@duetime/backend-redis/testing';
 import type { Backend } from '@duetime/core';
+import { PrivateRedisCluster, PrivateRedisServer } from '@duetime/testing';
 import { Cluster } from 'ioredis';
 import { type Row, soloRow } from '../lib/report.js';
 import { alternate, type BenchContext } from '../lib/run.js';

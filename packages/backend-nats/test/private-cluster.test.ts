@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { connectNats } from '../src/index.js';
 import { newerNatsServerBinary, PrivateNatsCluster } from '../src/testing.js';
 
-// PrivateNatsCluster (from '@duetime/backend-nats/testing'): a cluster of the test's own that tests lose
+// PrivateNatsCluster (from '@duetime/testing'): a cluster of the test's own that tests lose
 // servers of. Checked with the JetStream client alone: it forms one cluster, finds a replicated stream's
 // leader, and after the leader is SIGKILLed or frozen another server leads, the lost one rejoins current,
 // and every acknowledged message is on every server.

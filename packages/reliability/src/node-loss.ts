@@ -1,5 +1,4 @@
-import type { PrivateNatsCluster } from '@duetime/backend-nats/testing';
-import type { PrivateRedisCluster } from '@duetime/backend-redis/testing';
+import type { PrivateNatsCluster, PrivateRedisCluster } from '@duetime/testing';
 import type { PutOp } from './driver.js';
 import type { Random } from './random.js';
 

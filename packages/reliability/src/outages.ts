@@ -1,4 +1,4 @@
-import type { PrivateNatsCluster } from '@duetime/backend-nats/testing';
+import type { PrivateNatsCluster } from '@duetime/testing';
 import Database from 'better-sqlite3';
 import { SIZES } from './mode.js';
 import { describeLeaderLoss, loseStreamLeader, type NodeFault } from './node-loss.js';

@@ -2,7 +2,7 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from '@duetime/backend-nats/testing';
+import { freePort } from '@duetime/testing';
 
 /** The directory of PostgreSQL's server binaries: DUETIME_PG_BIN_DIR, else the newest under /usr/lib/postgresql. */
 function binDir(): string {

@@ -1,8 +1,12 @@
-import { newerNatsServerBinary, PrivateNatsCluster } from '@duetime/backend-nats/testing';
 import { createRedisBackend } from '@duetime/backend-redis';
-import { PrivateRedisCluster, PrivateRedisServer } from '@duetime/backend-redis/testing';
 import { freshNamespace } from '@duetime/conformance';
 import { occurrenceId } from '@duetime/core';
+import {
+  newerNatsServerBinary,
+  PrivateNatsCluster,
+  PrivateRedisCluster,
+  PrivateRedisServer,
+} from '@duetime/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AuditFigures, audit, describeFigures } from '../src/audit.js';
 import { collect, drainDue } from '../src/collect.js';

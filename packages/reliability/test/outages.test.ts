@@ -1,5 +1,5 @@
-import { newerNatsServerBinary, PrivateNatsServer } from '@duetime/backend-nats/testing';
 import { freshNamespace } from '@duetime/conformance';
+import { newerNatsServerBinary, PrivateNatsServer } from '@duetime/testing';
 import { describe, expect, it } from 'vitest';
 import { audit, describeFigures } from '../src/audit.js';
 import { collect, drainDue } from '../src/collect.js';

@@ -1,15 +1,15 @@
 /**
  * Test support for applications and adapters on Redis: servers and clusters of the test's own, which it can
- * crash, freeze and restart without disturbing a shared server. Import from `@duetime/backend-redis/testing`.
+ * crash, freeze and restart without disturbing a shared server. Import from `@duetime/testing`.
  * They run `redis-server` and `redis-cli` from `PATH` (Redis 7).
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
+import { freePorts } from './ports.js';
 
 const run = promisify(execFile);
 
@@ -51,24 +51,6 @@ export interface PrivateClusterOptions {
   nodeTimeout?: number;
   /** Extra `redis-server` arguments for every node (`--appendonly yes`, …). */
   serverArgs?: string[];
-}
-
-/** `count` distinct loopback TCP ports nobody listens on right now. */
-export async function freePorts(count: number): Promise<number[]> {
-  const servers: Server[] = [];
-  try {
-    for (let i = 0; i < count; i++) {
-      const server = createServer();
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(0, '127.0.0.1', resolve);
-      });
-      servers.push(server);
-    }
-    return servers.map((s) => (s.address() as { port: number }).port);
-  } finally {
-    await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
-  }
 }
 
 /**

@@ -1,14 +1,22 @@
 /**
  * Test support for applications and adapters on NATS: a JetStream server, or a three-server JetStream
  * cluster, of the test's own, which it can crash and restart without disturbing a shared server. Import
- * from `@duetime/backend-nats/testing`.
+ * from `@duetime/testing`.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connectNats } from './connection.js';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { freePort, freePorts } from './ports.js';
+
+/** A plain connection for readiness checks: no reconnection, a short timeout. */
+function connectNats(
+  url: string,
+  options: { connectTimeoutMs: number; maxReconnectAttempts?: number },
+): Promise<NatsConnection> {
+  return connect({ servers: url, timeout: options.connectTimeoutMs, reconnect: false });
+}
 
 /**
  * A `nats-server` binary >= 2.12 (the store needs it) for a server of the test's own:
@@ -28,9 +36,6 @@ export function newerNatsServerBinary(): string {
 }
 
 /** A loopback TCP port nobody listens on right now. */
-export async function freePort(): Promise<number> {
-  return (await freePorts(1))[0] as number;
-}
 
 export interface PrivateNatsServerOptions {
   /** The `nats-server` binary (default: `DUETIME_NATS_SERVER_BIN`, else `nats-server` from PATH). */
@@ -142,24 +147,6 @@ export class PrivateNatsServer {
   async dispose(): Promise<void> {
     await this.kill();
     rmSync(this.dir, { recursive: true, force: true });
-  }
-}
-
-/** `count` distinct loopback TCP ports nobody listens on right now (held together while chosen). */
-export async function freePorts(count: number): Promise<number[]> {
-  const servers: Server[] = [];
-  try {
-    for (let i = 0; i < count; i++) {
-      const server = createServer();
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(0, '127.0.0.1', resolve);
-      });
-      servers.push(server);
-    }
-    return servers.map((s) => (s.address() as { port: number }).port);
-  } finally {
-    await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
   }
 }
 
