@@ -1,61 +1,66 @@
-import {
-  type Backend,
-  type BackendCapabilities,
-  createStore,
-  defaultLogger,
-  duration,
-  InvalidArgumentError,
-  type Logger,
-  positiveInteger,
-} from '@duetime/core';
-import { Journal } from './journal.js';
-import { JournalCursors, JournalLeases } from './leases.js';
-import { State } from './state.js';
-import { JournalStoreDriver } from './store-driver.js';
+import { mkdir, readdir, rm } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import type { Backend, CommonBackendOptions } from '@duetime/core';
+import { BackendError, defineBackend, InvalidArgumentError } from '@duetime/core';
+import { dataFile } from './data.js';
+import { fileCursors, fileLeases } from './leases.js';
+import { isAlive } from './lock.js';
+import { fileStore } from './store.js';
 
-export interface FileBackendOptions {
-  /** The directory holding the data (created when missing). Every process opening it shares the data. */
-  directory: string;
-  /** How long to wait for another process holding the lock, in ms (default 10,000). */
+export interface FileBackendOptions extends CommonBackendOptions {
+  /** How long an operation waits for another process holding the directory's lock, in ms (default 10,000). */
   lockTimeoutMs?: number;
-  /** Compact the journal into one snapshot once it has grown by this many bytes (default 4 MiB). */
-  compactBytes?: number;
-  logger?: Logger;
+  /**
+   * How long a delivery's claim holds without renewal, in ms (default 30,000; core renews it every third
+   * of this while the delivery runs). A claim whose process died lapses at once; one whose process hangs
+   * lapses after this, and its schedules are then delivered again, the hung attempt counted as a crash.
+   */
+  claimLapseMs?: number;
 }
 
-/** What this backend promises: everything but `tx.sql` and exclusive claims. */
-export const fileBackendCapabilities: BackendCapabilities = {
-  multiProcess: true,
-  durable: true,
-  sql: false,
-  exclusiveClaims: false,
-};
+/** A backend over a directory, with its public field. */
+export type FileBackend = Backend<undefined> & { readonly directory: string };
 
 /**
- * A duetime backend over a directory: `journal.jsonl` (one line per commit, fsynced) guarded by a lock
- * directory, for processes on one host. Opening replays the journal; a directory that cannot be created
- * or read fails here, with a BackendError naming it.
+ * A duetime backend over a directory on this host: one JSON file every process opening the directory
+ * shares (see `DataFile`). `directory` is created when missing.
+ *
+ * @example
+ * const backend = await createFileBackend('/var/lib/my-app/duetime', { claimLapseMs: 10_000 });
  */
-export async function createFileBackend(options: FileBackendOptions): Promise<Backend<undefined>> {
-  if (typeof options !== 'object' || options === null)
-    throw new InvalidArgumentError('options', options, 'must be an object { directory, ... }');
-  if (typeof options.directory !== 'string' || options.directory.length === 0)
-    throw new InvalidArgumentError('options.directory', options.directory, 'must be a non-empty path');
-  const logger = options.logger ?? defaultLogger;
-  const state = new State();
-  const journal = await Journal.open(options.directory, state, {
-    lockTimeoutMs: duration('options.lockTimeoutMs', options.lockTimeoutMs ?? 10_000),
-    compactBytes: positiveInteger('options.compactBytes', options.compactBytes ?? 4 * 1024 * 1024),
-    logger,
+export const createFileBackend: (directory: string, options?: FileBackendOptions) => Promise<FileBackend> =
+  defineBackend({
+    name: 'file',
+    factory: 'createFileBackend',
+    options: (read) => ({
+      lockTimeoutMs: read.duration('lockTimeoutMs', 10_000),
+      claimLapseMs: read.duration('claimLapseMs', 30_000),
+    }),
+    async open(target: string, context) {
+      if (typeof target !== 'string' || target === '')
+        throw new InvalidArgumentError('directory', target, 'must be a non-empty path');
+      const directory = resolve(target);
+      try {
+        await mkdir(directory, { recursive: true });
+        // Lock directories and temporary files of processes that are gone.
+        for (const name of await readdir(directory)) {
+          const pid = /^\.(?:lock|state)-(\d+)-/.exec(name)?.[1];
+          if (pid !== undefined && !isAlive(Number(pid)))
+            await rm(join(directory, name), { recursive: true, force: true });
+        }
+      } catch (error) {
+        throw new BackendError('open', `${directory}: ${(error as Error).message}`, { cause: error });
+      }
+      const { lockTimeoutMs, claimLapseMs } = context.options;
+      const file = dataFile(directory, lockTimeoutMs);
+      await file.read(); // a file that holds something else fails here, with a CorruptDataError
+      return {
+        store: fileStore(file, context.clock, claimLapseMs),
+        leases: fileLeases(file, context.clock),
+        cursors: fileCursors(file, context.clock),
+        capabilities: { multiProcess: true, durable: true, sql: false, exclusiveClaims: false },
+        describe: `file backend in ${directory}`,
+        extra: { directory },
+      };
+    },
   });
-  const store = createStore(new JournalStoreDriver(journal, state), { logger });
-  return {
-    name: 'file-journal',
-    store,
-    leases: new JournalLeases(journal, state),
-    cursors: new JournalCursors(journal, state),
-    capabilities: fileBackendCapabilities,
-    // The store closes its driver, which closes the journal that leases and cursors share.
-    close: () => store.close(),
-  };
-}

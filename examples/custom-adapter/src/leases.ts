@@ -1,83 +1,62 @@
-import type { CursorBackend, LeaseBackend, LeaseGrant, LeaseHolder } from '@duetime/core';
-import type { Journal } from './journal.js';
-import type { JournalRecord, Snapshot, State } from './state.js';
+import type { Clock, CursorBackend, LeaseBackend } from '@duetime/core';
+import type { DataFile, State } from './data.js';
 
 /**
- * Leases over the journal. Every decision is made under the directory lock, on caught-up state, with the
- * time read after the lock was taken: the host clock judges, and every process is on this host, so all of
- * them judge by the same clock. A grant is durable (fsynced) before it is returned; fencing tokens come
- * from `State.tokens`, which remembers the last token per key through releases, expiries and compactions.
+ * Leases in the data file, judged by this host's clock read under the lock (every process sharing the
+ * directory is on this host). Core's guard has checked every argument already.
  */
-export class JournalLeases implements LeaseBackend {
-  constructor(
-    readonly journal: Journal<JournalRecord, Snapshot>,
-    readonly state: State,
-  ) {}
-
-  #live(key: string, now: number) {
-    const lease = this.state.leases.get(key);
-    return lease && lease.expiresAt > now ? lease : undefined;
-  }
-
-  acquire(key: string, owner: string, ttlMs: number): Promise<LeaseGrant | undefined> {
-    return this.journal.write(() => {
-      const now = Date.now();
-      const live = this.#live(key, now);
-      if (live && live.owner !== owner) return { result: undefined };
-      // The same owner re-acquiring renews and keeps its token; a new holder gets the next one.
-      const token = live ? live.token : (this.state.tokens.get(key) ?? 0) + 1;
-      return { record: { type: 'lease', key, owner, token, expiresAt: now + ttlMs }, result: { token } };
-    });
-  }
-
-  renew(key: string, owner: string, token: number, ttlMs: number): Promise<LeaseGrant | undefined> {
-    return this.journal.write(() => {
-      const now = Date.now();
-      const live = this.#live(key, now);
-      // An expired lease is never renewed, even when nobody took it since.
-      if (!live || live.owner !== owner || live.token !== token) return { result: undefined };
-      return { record: { type: 'lease', key, owner, token, expiresAt: now + ttlMs }, result: { token } };
-    });
-  }
-
-  release(key: string, owner: string, token: number): Promise<boolean> {
-    return this.journal.write(() => {
-      const live = this.#live(key, Date.now());
-      if (!live || live.owner !== owner || live.token !== token) return { result: false };
-      return { record: { type: 'release', key }, result: true };
-    });
-  }
-
-  holder(key: string): Promise<LeaseHolder | undefined> {
-    return this.journal.read(() => {
-      const now = Date.now();
-      const live = this.#live(key, now);
-      return live ? { owner: live.owner, token: live.token, remainingMs: live.expiresAt - now } : undefined;
-    });
-  }
+export function fileLeases(file: DataFile, clock: Clock): LeaseBackend {
+  const live = (state: State, key: string) => {
+    const lease = state.leases.get(key);
+    return lease && lease.expiresAt > clock.now() ? lease : undefined;
+  };
+  return {
+    /** Free or expired: a new holder, with a token above every one this key had. The holder's: renewed. */
+    acquire: (key, owner, ttlMs) =>
+      file.update((state) => {
+        const lease = live(state, key);
+        if (lease && lease.owner !== owner) return undefined;
+        const token = lease?.token ?? (state.tokens.get(key) ?? 0) + 1;
+        state.tokens.set(key, token);
+        state.leases.set(key, { owner, token, expiresAt: clock.now() + ttlMs });
+        return { token };
+      }),
+    /** Only a live lease of this owner and token: an expired one is never brought back. */
+    renew: (key, owner, token, ttlMs) =>
+      file.update((state) => {
+        const lease = live(state, key);
+        if (lease?.owner !== owner || lease.token !== token) return undefined;
+        state.leases.set(key, { ...lease, expiresAt: clock.now() + ttlMs });
+        return { token };
+      }),
+    release: (key, owner, token) =>
+      file.update((state) => {
+        const lease = live(state, key);
+        return lease?.owner === owner && lease.token === token && state.leases.delete(key);
+      }),
+    async holder(key) {
+      const lease = live(await file.read(), key);
+      return lease && { owner: lease.owner, token: lease.token, remainingMs: lease.expiresAt - clock.now() };
+    },
+  };
 }
 
-/** Calendar cursors over the journal: `advance` keeps the maximum and refreshes the time to live. */
-export class JournalCursors implements CursorBackend {
-  constructor(
-    readonly journal: Journal<JournalRecord, Snapshot>,
-    readonly state: State,
-  ) {}
-
-  read(key: string): Promise<Date | undefined> {
-    return this.journal.read(() => {
-      const cursor = this.state.cursors.get(key);
-      return cursor && cursor.expiresAt > Date.now() ? new Date(cursor.at) : undefined;
-    });
-  }
-
-  advance(key: string, at: Date, ttlMs: number): Promise<Date> {
-    return this.journal.write(() => {
-      const now = Date.now();
-      const cursor = this.state.cursors.get(key);
-      const current = cursor && cursor.expiresAt > now ? cursor.at : Number.NEGATIVE_INFINITY;
-      const next = Math.max(current, at.getTime());
-      return { record: { type: 'cursor', key, at: next, expiresAt: now + ttlMs }, result: new Date(next) };
-    });
-  }
+/** Cursors in the data file: `advance` keeps the maximum, under the lock; an expired one reads as absent. */
+export function fileCursors(file: DataFile, clock: Clock): CursorBackend {
+  const current = (state: State, key: string) => {
+    const cursor = state.cursors.get(key);
+    return cursor && cursor.expiresAt > clock.now() ? cursor.at : undefined;
+  };
+  return {
+    async read(key) {
+      const at = current(await file.read(), key);
+      return at === undefined ? undefined : new Date(at);
+    },
+    advance: (key, at, ttlMs) =>
+      file.update((state) => {
+        const next = Math.max(current(state, key) ?? +at, +at);
+        state.cursors.set(key, { at: next, expiresAt: clock.now() + ttlMs });
+        return new Date(next);
+      }),
+  };
 }

@@ -1,13 +1,14 @@
 import { rmSync } from 'node:fs';
 import { runConformance } from '@duetime/conformance';
 import { afterAll } from 'vitest';
-import { capabilities, open, root } from '../src/adapter.js';
+import { capabilities, drop, open, root } from './adapter.js';
 
 runConformance({
-  name: 'file-journal',
+  name: 'file',
   open,
+  drop,
   capabilities,
-  module: new URL('../src/adapter.ts', import.meta.url),
+  module: new URL('./adapter.ts', import.meta.url),
 });
 
 afterAll(() => rmSync(root, { recursive: true, force: true }));

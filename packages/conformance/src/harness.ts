@@ -21,8 +21,11 @@ export interface ConformanceTarget {
    * `multiProcess: false`.
    */
   module?: string | URL;
-  /** Overrides what the backend declares in `backend.capabilities`. */
-  capabilities?: BackendCapabilities;
+  /**
+   * Overrides what the backend declares in `backend.capabilities`, and declares what only the suite asks
+   * about (`dueOrder`, `pushChannel`; see {@link ConformanceCapabilities}).
+   */
+  capabilities?: ConformanceCapabilities;
   /**
    * Deletes the data of `namespace` (its schema, tables, keys or streams). When given, the suite calls it
    * after each test for every namespace the test used, once its backends are closed and its processes
@@ -36,7 +39,18 @@ export interface ConformanceTarget {
   sql?: SqlProbe;
 }
 
-/** Writes and reads rows of the suite's own through a backend's SQL handle (see {@link ConformanceTarget.sql}). */
+/**
+ * Writes and reads rows of the suite's own through a backend's SQL handle (see {@link ConformanceTarget.sql}).
+ *
+ * @example
+ * // PostgreSQL, where `tx.sql` is a pg client inside the transaction:
+ * const probe: SqlProbe = {
+ *   setup: (backend) => adminQuery('CREATE TABLE IF NOT EXISTS conformance_rows (id text PRIMARY KEY)'),
+ *   write: (sql, id) => (sql as pg.PoolClient).query('INSERT INTO conformance_rows VALUES ($1)', [id]).then(() => {}),
+ *   rows: async () => (await adminQuery('SELECT id FROM conformance_rows')).rows.map((r) => r.id),
+ *   exec: (sql, text) => (sql as pg.PoolClient).query(text),
+ * };
+ */
 export interface SqlProbe {
   /** Prepares what `write` needs (for example, creates a table) in `backend`'s database. */
   setup(backend: Backend): Promise<void>;
@@ -44,17 +58,50 @@ export interface SqlProbe {
   write(sql: unknown, id: string): Promise<void>;
   /** The names of the committed rows, in any order. */
   rows(backend: Backend): Promise<string[]>;
+  /**
+   * Sends the statement `text` as it is through `sql` (the `tx.sql` of an open transaction), the way an
+   * application or its ORM would, and resolves or rejects with whatever the handle does. The suite sends
+   * transaction control (`BEGIN`, `COMMIT`, `ROLLBACK`, …), which the backend must refuse with a typed
+   * error, and savepoint statements (`SAVEPOINT`, `ROLLBACK TO SAVEPOINT`, `RELEASE SAVEPOINT`), which it
+   * must let through. Required for backends that declare `sql` (the `transactionControl` group fails
+   * without it); optional in the type so that older probes still compile.
+   */
+  exec?(sql: unknown, text: string): Promise<unknown>;
 }
 
-export type ResolvedCapabilities = Required<BackendCapabilities>;
+/**
+ * What a backend promises, as the suite asks about it: the backend's own {@link BackendCapabilities}, and
+ * two properties of its store that only the suite needs declared. Every field defaults to the strong
+ * promise; declaring a weaker one makes the suite check the weaker promise instead.
+ */
+export interface ConformanceCapabilities extends BackendCapabilities {
+  /**
+   * The store keeps schedules in deadline order (default true): `nextDueAt()` tells the earliest due time
+   * and `pageSchedules({ order: 'due' })` pages by due time. A store whose adapter answers in key order only
+   * (`order: ['key']`) declares `false`: the suite then checks that `nextDueAt()` says nothing and that
+   * pages hold every schedule once, in key order.
+   */
+  dueOrder?: boolean;
+  /**
+   * The store has a push channel (default true): once a dispatcher listens, `store.watching` turns true
+   * and another process's commit wakes it without a rescan. A store without one declares `false`: the
+   * suite then checks that such a commit is delivered by the rescan (`rescanInterval`), and that
+   * `watching` stays false.
+   */
+  pushChannel?: boolean;
+}
+
+export type ResolvedCapabilities = Required<ConformanceCapabilities>;
 
 /** Fills in the defaults: every guarantee is promised unless declared otherwise. */
-export function resolveCapabilities(declared: BackendCapabilities = {}): ResolvedCapabilities {
+export function resolveCapabilities(declared: ConformanceCapabilities = {}): ResolvedCapabilities {
   return {
     multiProcess: declared.multiProcess ?? true,
     durable: declared.durable ?? true,
     sql: declared.sql ?? false,
     exclusiveClaims: declared.exclusiveClaims ?? false,
+    dueOrder: declared.dueOrder ?? true,
+    pushChannel: declared.pushChannel ?? true,
   };
 }
 

@@ -5,11 +5,15 @@ import { CONFORMANCE_GROUPS, type ConformanceGroup } from './groups.js';
 import { type ConformanceTarget, Harness, resolveCapabilities } from './harness.js';
 import { cursorTests, leaseTests } from './leases/leases.js';
 import { batchTests } from './store/batches.js';
+import { crashTests } from './store/crashes.js';
 import { deadLetterTests } from './store/dead-letters.js';
 import { dispatcherTests } from './store/dispatch.js';
 import { scheduleLifecycleTests, sharingTests } from './store/lifecycle.js';
 import { processTests } from './store/processes.js';
+import { pushChannelTests } from './store/push.js';
+import { readTests } from './store/reads.js';
 import { recurringTests } from './store/recurring.js';
+import { TRANSACTION_CONTROL, transactionControlTests } from './store/transaction-control.js';
 import type { SuiteContext } from './suite.js';
 
 export {
@@ -23,6 +27,7 @@ export {
 } from './calendar/fixtures.js';
 export { type WatchOptions, type WorkerProcess, watchChild } from './child-process.js';
 export {
+  type ConformanceCapabilities,
   type ConformanceTarget,
   freshNamespace,
   Harness,
@@ -39,14 +44,19 @@ export {
   type ConformanceGroup,
   calendarFailoverTests,
   calendarTests,
+  crashTests,
   cursorTests,
   deadLetterTests,
   dispatcherTests,
   leaseTests,
   processTests,
+  pushChannelTests,
+  readTests,
   recurringTests,
   scheduleLifecycleTests,
   sharingTests,
+  TRANSACTION_CONTROL,
+  transactionControlTests,
 };
 
 /** The groups of the suite, in the order they run. */
@@ -57,14 +67,22 @@ export const conformanceGroups = {
   batches: batchTests,
   deadLetters: deadLetterTests,
   recurring: recurringTests,
+  reads: readTests,
+  pushChannel: pushChannelTests,
+  transactionControl: transactionControlTests,
   processes: processTests,
+  crashes: crashTests,
   leases: leaseTests,
   cursors: cursorTests,
   calendar: calendarTests,
   calendarFailover: calendarFailoverTests,
 } as const satisfies Record<ConformanceGroup, (context: SuiteContext) => void>;
 
-/** Groups that run backends in child processes: only for backends that declare `multiProcess`. */
+/**
+ * Groups that run backends in child processes only: not registered for backends that declare
+ * `multiProcess: false`. (Other groups that use processes, such as `crashes`, register a weaker check
+ * for those backends instead.)
+ */
 const PROCESS_GROUPS: ReadonlySet<string> = new Set(['processes', 'calendarFailover']);
 
 export interface ConformanceOptions extends ConformanceTarget {

@@ -9,6 +9,8 @@ describe('conformance harness', () => {
       durable: true,
       sql: false,
       exclusiveClaims: false,
+      dueOrder: true,
+      pushChannel: true,
     });
     expect(resolveCapabilities({ durable: false })).toMatchObject({ durable: false, multiProcess: true });
   });

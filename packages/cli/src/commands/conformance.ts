@@ -17,8 +17,12 @@ exports:
   open(namespace: string): Promise<Backend>   same namespace = same data, a new one = empty data
   drop?(namespace: string): Promise<void>      deletes a namespace's data; called after each test, so the
                                                run leaves no schema, table, key or stream behind
-  capabilities?: BackendCapabilities           weaker guarantees it declares (e.g. { multiProcess: false })
-Groups: schedules, sharing, dispatcher, processes, leases, cursors, calendar, calendarFailover.
+  capabilities?: ConformanceCapabilities       weaker guarantees it declares (e.g. { multiProcess: false },
+                                               { dueOrder: false }, { pushChannel: false })
+  sql?: SqlProbe                               for backends that declare sql: setup, write, rows and exec
+                                               (a raw statement through tx.sql), see @duetime/conformance
+Groups: schedules, sharing, dispatcher, batches, deadLetters, recurring, reads, pushChannel,
+  transactionControl, processes, crashes, leases, cursors, calendar, calendarFailover.
   --name <name>    name shown in the report (default: the module's file name)
   --only <groups>  run only these groups (comma separated)
   --json           print the per-group results as JSON`;
@@ -107,6 +111,7 @@ export async function conformanceCommand(args: string[], io: CliIo): Promise<num
       `  module: ${JSON.stringify(moduleUrl)},`,
       '  ...(adapter.capabilities ? { capabilities: adapter.capabilities } : {}),',
       "  ...(typeof adapter.drop === 'function' ? { drop: adapter.drop } : {}),",
+      '  ...(adapter.sql ? { sql: adapter.sql } : {}),',
       ...(only ? [`  only: ${JSON.stringify(only)},`] : []),
       '});',
       '',
