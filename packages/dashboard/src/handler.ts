@@ -2,27 +2,17 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   type Backend,
   ConflictError,
-  type CursorBackend,
-  type DeadLetterRecord,
   type DeliveryEvent,
-  type Dispatcher,
   type DispatcherSnapshot,
   DuetimeError,
   InvalidArgumentError,
-  type LeaseBackend,
   type Logger,
-  type Schedule,
-  type SchedulePageCursor,
   type Scheduler,
-  type Store,
-  type StoredRecurrence,
-  scheduleKey,
-  schedulePrefix,
   silentLogger,
-  upcomingOccurrences,
 } from '@duetime/core';
+import { DashboardApi, HttpError } from './api.js';
 import { renderPage } from './page.js';
-import { type LatenessSample, LatenessSampler } from './sampler.js';
+import { LatenessSampler } from './sampler.js';
 import { randomToken, redactText, sameSecret } from './security.js';
 
 /** A calendar group whose leadership the page shows. */
@@ -36,7 +26,7 @@ export interface DashboardGroup {
   schedules?: string[];
 }
 
-/** What the dashboard uses of an in-process {@link Dispatcher} (any `Dispatcher<M, Sql>` fits). */
+/** What the dashboard uses of an in-process `Dispatcher` (any `Dispatcher<M, Sql>` fits). */
 export interface DashboardDispatcher {
   snapshot(): DispatcherSnapshot;
   on(name: 'delivered', listener: (event: DeliveryEvent) => unknown): () => void;
@@ -90,19 +80,6 @@ export interface DashboardHandler {
   close(): void;
 }
 
-const PAGE_DEFAULT = 50;
-const PAGE_MAX = 500;
-const DATA_PREVIEW = 4000;
-
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
 /** Builds the dashboard's request handler (see {@link DashboardHandler}). */
 export function createDashboard(options: DashboardOptions & { basePath?: string }): DashboardHandler {
   if (typeof options !== 'object' || options === null)
@@ -149,7 +126,7 @@ export function createDashboard(options: DashboardOptions & { basePath?: string 
     if (path === '') path = '/';
     try {
       if (path === '/' || path === '/index.html') {
-        if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'method not allowed');
+        allowMethods(req, 'GET', 'HEAD');
         const nonce = randomToken();
         securityHeaders(res, nonce);
         res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
@@ -165,24 +142,31 @@ export function createDashboard(options: DashboardOptions & { basePath?: string 
         const auth = req.headers.authorization ?? '';
         const given = auth.startsWith('Bearer ') ? auth.slice(7) : '';
         if (!sameSecret(given, options.token))
-          throw new HttpError(401, 'a valid token is required (Authorization: Bearer …)');
+          throw new HttpError(401, 'a valid token is required (Authorization: Bearer …)', {
+            'www-authenticate': 'Bearer',
+          });
       }
       sampler.start();
       const route = path.slice('/api/'.length);
       if (route.startsWith('actions/')) {
-        if (req.method !== 'POST') throw new HttpError(405, 'actions are POST requests');
-        checkCsrf(req, csrf);
+        // Read-only: every action request is refused, whatever its method, headers or body (never read).
         if (!options.allowActions)
           throw new HttpError(403, 'actions are disabled (start the dashboard with --allow-actions)');
+        allowMethods(req, 'POST');
+        checkCsrf(req, csrf);
         const body = await readJson(req);
         send(res, 200, await api.action(route.slice('actions/'.length), body));
         return;
       }
-      if (req.method !== 'GET') throw new HttpError(405, 'method not allowed');
+      allowMethods(req, 'GET');
       send(res, 200, await api.read(route, url.searchParams));
     } catch (error) {
-      if (error instanceof HttpError) send(res, error.status, { error: error.message });
-      else if (error instanceof InvalidArgumentError || error instanceof ConflictError)
+      if (error instanceof HttpError) {
+        for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
+        // An unread request body is not waited for: the connection closes after the answer.
+        if (!req.complete) res.setHeader('connection', 'close');
+        send(res, error.status, { error: error.message });
+      } else if (error instanceof InvalidArgumentError || error instanceof ConflictError)
         send(res, error instanceof ConflictError ? 409 : 400, { error: redactText(error.message, secrets) });
       else {
         logger.warn('dashboard request failed', {
@@ -215,23 +199,42 @@ function securityHeaders(res: ServerResponse, nonce: string): void {
 function send(res: ServerResponse, status: number, body: unknown): void {
   res.setHeader('x-content-type-options', 'nosniff');
   res.setHeader('cache-control', 'no-store');
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' });
   // '<' as \u003c: a JSON answer never holds markup, even if something renders it as HTML.
-  res.end(JSON.stringify(body).replace(/</g, '\\u003c'));
+  const text = JSON.stringify(body).replace(/</g, '\\u003c');
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+  });
+  res.end(text);
 }
 
+/** Refuses a method other than `allowed` with a 405 carrying `Allow`. */
+function allowMethods(req: IncomingMessage, ...allowed: string[]): void {
+  if (!allowed.includes(req.method ?? ''))
+    throw new HttpError(405, `method not allowed (allowed: ${allowed.join(', ')})`, {
+      allow: allowed.join(', '),
+    });
+}
+
+/**
+ * The rules an action request must pass before its body is read: sent by the page itself
+ * (`Sec-Fetch-Site: same-origin` when the browser sends it; an `Origin`, when present, naming this host,
+ * `null` included as refused), as `application/json`, with the handler's CSRF token.
+ */
 function checkCsrf(req: IncomingMessage, csrf: string): void {
   const site = req.headers['sec-fetch-site'];
   if (site !== undefined && site !== 'same-origin') throw new HttpError(403, 'cross-site request refused');
   const origin = req.headers.origin;
-  if (origin !== undefined && origin !== 'null') {
+  if (origin !== undefined) {
     let host: string | undefined;
     try {
-      host = new URL(origin).host;
+      // `Origin: null` (a sandboxed frame, a file, a redirect across origins) parses to no host.
+      host = origin === 'null' ? undefined : new URL(origin).host;
     } catch {
       host = undefined;
     }
-    if (host !== req.headers.host) throw new HttpError(403, 'cross-origin request refused');
+    if (host === undefined || host !== req.headers.host)
+      throw new HttpError(403, 'cross-origin request refused');
   }
   const type = req.headers['content-type'] ?? '';
   if (!type.startsWith('application/json')) throw new HttpError(415, 'actions take application/json');
@@ -240,13 +243,24 @@ function checkCsrf(req: IncomingMessage, csrf: string): void {
     throw new HttpError(403, 'missing or wrong CSRF token');
 }
 
+/** The largest action body read (an action's body is `{ "key": "…" }`, a key at most 512 characters). */
+const BODY_LIMIT = 16_384;
+
 async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > BODY_LIMIT) throw new HttpError(413, `request body too large (at most ${BODY_LIMIT} bytes)`);
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > 16_384) throw new HttpError(413, 'request body too large');
-    chunks.push(chunk as Buffer);
+  try {
+    for await (const chunk of req) {
+      size += (chunk as Buffer).length;
+      if (size > BODY_LIMIT) throw new HttpError(413, `request body too large (at most ${BODY_LIMIT} bytes)`);
+      chunks.push(chunk as Buffer);
+    }
+  } catch (error) {
+    if (error instanceof HttpError) throw error;
+    // The client went away, or the server's request timeout closed the connection.
+    throw new HttpError(400, 'the request body was not received in full');
   }
   let body: unknown;
   try {
@@ -257,347 +271,4 @@ async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> 
   if (typeof body !== 'object' || body === null || Array.isArray(body))
     throw new HttpError(400, 'the body must be a JSON object');
   return body as Record<string, unknown>;
-}
-
-/** A schedule as the page shows it. */
-export interface ScheduleView {
-  key: string;
-  version: number;
-  at: string;
-  dueAt: string;
-  attempts: number;
-  lastError?: string;
-  type: string;
-  aggregateId?: string;
-  /** The message's data as JSON text (cut at 4,000 characters). */
-  data?: string;
-  /** The trace id of the transaction that scheduled it, when the message carries one. */
-  traceId?: string;
-  recurrence?: RecurrenceView;
-}
-
-export interface RecurrenceView {
-  /** `cron <expression> <zone>` or `every <n> ms`. */
-  spec: string;
-  /** Occurrences run so far. */
-  count: number;
-  /** The pending occurrence and the ones after it (at most 3 in all). */
-  next: string[];
-  endAt?: string;
-  maxOccurrences?: number;
-}
-
-export interface DeadLetterView {
-  key: string;
-  version: number;
-  at: string;
-  deadAt: string;
-  attempts: number;
-  error: string;
-  type: string;
-  aggregateId?: string;
-  data?: string;
-}
-
-export interface GroupView {
-  namespace: string;
-  environment: string;
-  group: string;
-  /** Read from the leadership lease; absent when nobody holds it (or it expired). */
-  leader?: { owner: string; epoch: number; remainingMs: number };
-  /** Whether the leases backend could be read (false: no leases given, or the read failed). */
-  readable: boolean;
-  /** Per schedule: the cursor read from the backend, and (from an in-process scheduler) the next occurrence. */
-  schedules: { id: string; cursor?: string; next?: string; running?: number }[];
-  /** The recent records of an in-process scheduler of this group, newest first (absent otherwise). */
-  history?: Record<string, unknown>[];
-  /** Finished records by state (in-process schedulers only). */
-  counts?: Record<string, number>;
-}
-
-class DashboardApi {
-  readonly #store: Store;
-  readonly #leases: LeaseBackend | undefined;
-  readonly #cursors: CursorBackend | undefined;
-  readonly #options: DashboardOptions;
-  readonly #countLimit: number;
-  readonly #csrf: string;
-  readonly #sampler: LatenessSampler;
-
-  constructor(
-    store: Store,
-    options: DashboardOptions,
-    countLimit: number,
-    csrf: string,
-    sampler: LatenessSampler,
-  ) {
-    this.#store = store;
-    this.#leases = options.backend.leases;
-    this.#cursors = options.backend.cursors;
-    this.#options = options;
-    this.#countLimit = countLimit;
-    this.#csrf = csrf;
-    this.#sampler = sampler;
-  }
-
-  async read(route: string, query: URLSearchParams): Promise<unknown> {
-    switch (route) {
-      case 'overview':
-        return this.#overview();
-      case 'schedules':
-        return this.#schedules(query);
-      case 'dead-letters':
-        return this.#deadLetters(query);
-      case 'recurring':
-        return this.#recurring(query);
-      case 'groups':
-        return { groups: await this.#groups() };
-      case 'lateness':
-        return {
-          intervalMs: this.#sampler.intervalMs,
-          samples: this.#sampler.samples() satisfies LatenessSample[],
-        };
-      default:
-        throw new HttpError(404, `no API ${JSON.stringify(route)}`);
-    }
-  }
-
-  async action(name: string, body: Record<string, unknown>): Promise<unknown> {
-    const key = scheduleKey(body.key as string, 'key');
-    if (name === 'retry-dead-letter') {
-      const retried = await this.#store.transact((tx) => tx.retryDeadLetter(key));
-      return { key, retried };
-    }
-    if (name === 'cancel') {
-      const cancelled = await this.#store.transact((tx) => tx.cancelSchedule(key));
-      return { key, cancelled };
-    }
-    throw new HttpError(404, `no action ${JSON.stringify(name)}`);
-  }
-
-  async #overview() {
-    const now = this.#store.clock.now();
-    const limit = this.#countLimit;
-    const [pending, due, dead] = await Promise.all([
-      this.#store.pageSchedules({ limit }),
-      this.#store.driver.dueSchedules(new Date(now), limit),
-      this.#store.pageDeadLetters({ limit }),
-    ]);
-    const count = (n: number, more: boolean) => ({ count: n, more });
-    return {
-      now: new Date(now).toISOString(),
-      backend: this.#options.backend.name ?? 'custom',
-      label: this.#options.label ?? this.#options.backend.name ?? 'duetime',
-      actions: this.#options.allowActions === true,
-      csrf: this.#csrf,
-      countLimit: limit,
-      pending: count(pending.items.length, pending.next !== undefined),
-      due: count(due.length, due.length >= limit),
-      deadLetters: count(dead.items.length, dead.next !== undefined),
-      oldestDue: due[0]?.dueAt.toISOString(),
-      dispatchers: (this.#options.dispatchers ?? []).map((d) => d.snapshot()),
-    };
-  }
-
-  async #schedules(query: URLSearchParams) {
-    const limit = pageSize(query.get('limit'));
-    const prefix = optionalPrefix(query.get('prefix'));
-    const after = query.get('after') ? decodeCursor(query.get('after') as string) : undefined;
-    const through = query.get('due') === '1' ? new Date(this.#store.clock.now()) : undefined;
-    const page = await this.#store.pageSchedules({
-      limit,
-      ...(prefix ? { prefix } : {}),
-      ...(after ? { after } : {}),
-      ...(through ? { through } : {}),
-    });
-    return {
-      items: page.items.map(scheduleView),
-      ...(page.next ? { next: encodeCursor(page.next) } : {}),
-    };
-  }
-
-  async #deadLetters(query: URLSearchParams) {
-    const limit = pageSize(query.get('limit'));
-    const prefix = optionalPrefix(query.get('prefix'));
-    const after = query.get('after') ? scheduleKey(query.get('after') as string, 'after') : undefined;
-    const page = await this.#store.pageDeadLetters({
-      limit,
-      ...(prefix ? { prefix } : {}),
-      ...(after ? { after } : {}),
-    });
-    return { items: page.items.map(deadLetterView), ...(page.next ? { next: page.next } : {}) };
-  }
-
-  /** Recurring schedules: a scan of up to `countLimit` schedules (there is no index of recurring ones). */
-  async #recurring(query: URLSearchParams) {
-    const prefix = optionalPrefix(query.get('prefix'));
-    const items: ScheduleView[] = [];
-    let scanned = 0;
-    let after: SchedulePageCursor | undefined;
-    while (scanned < this.#countLimit) {
-      const page = await this.#store.pageSchedules({
-        limit: Math.min(500, this.#countLimit - scanned),
-        ...(prefix ? { prefix } : {}),
-        ...(after ? { after } : {}),
-      });
-      scanned += page.items.length;
-      for (const s of page.items) if (s.recurrence) items.push(scheduleView(s));
-      if (!page.next) return { items, scanned, complete: true };
-      after = page.next;
-    }
-    return { items, scanned, complete: false };
-  }
-
-  async #groups(): Promise<GroupView[]> {
-    const schedulers = this.#options.schedulers ?? [];
-    const snapshots = schedulers.map((s) => s.snapshot());
-    const groups: DashboardGroup[] =
-      this.#options.groups ??
-      (snapshots.length > 0
-        ? snapshots.map((s) => ({ namespace: s.namespace, environment: s.environment, group: s.group }))
-        : [{ group: 'default' }]);
-    const seen = new Set<string>();
-    const views: GroupView[] = [];
-    for (const g of groups) {
-      const namespace = g.namespace ?? 'duetime';
-      const environment = g.environment ?? 'production';
-      const prefix = `${namespace}/calendar/${environment}/${g.group}/`;
-      if (seen.has(prefix)) continue;
-      seen.add(prefix);
-      const local = snapshots.filter(
-        (s) => s.namespace === namespace && s.environment === environment && s.group === g.group,
-      );
-      let readable = this.#leases !== undefined;
-      let leader: GroupView['leader'];
-      if (this.#leases) {
-        try {
-          const holder = await this.#leases.holder(`${prefix}leader`);
-          if (holder) leader = { owner: holder.owner, epoch: holder.token, remainingMs: holder.remainingMs };
-        } catch {
-          readable = false;
-        }
-      }
-      const ids = new Set([...(g.schedules ?? []), ...local.flatMap((s) => s.schedules.map((x) => x.id))]);
-      const schedules: GroupView['schedules'] = [];
-      for (const id of ids) {
-        const mine = local.map((s) => s.schedules.find((x) => x.id === id)).find((x) => x !== undefined);
-        let cursor: Date | undefined;
-        if (this.#cursors) cursor = await this.#cursors.read(`${prefix}cursor/${id}`).catch(() => undefined);
-        cursor ??= mine?.cursor;
-        schedules.push({
-          id,
-          ...(cursor ? { cursor: cursor.toISOString() } : {}),
-          ...(mine?.next ? { next: mine.next.toISOString() } : {}),
-          ...(mine ? { running: mine.running } : {}),
-        });
-      }
-      const view: GroupView = {
-        namespace,
-        environment,
-        group: g.group,
-        readable,
-        schedules,
-        ...(leader ? { leader } : {}),
-      };
-      if (local.length > 0) {
-        view.history = local
-          .flatMap((s) => s.history)
-          .sort(
-            (a, b) =>
-              (b.finishedAt ?? b.startedAt ?? b.intendedAt).getTime() -
-              (a.finishedAt ?? a.startedAt ?? a.intendedAt).getTime(),
-          )
-          .slice(0, 50)
-          .map((r) => JSON.parse(JSON.stringify(r)) as Record<string, unknown>);
-        const counts: Record<string, number> = {};
-        for (const s of local)
-          for (const [k, v] of Object.entries(s.counts)) counts[k] = (counts[k] ?? 0) + v;
-        view.counts = counts;
-      }
-      views.push(view);
-    }
-    return views;
-  }
-}
-
-function pageSize(text: string | null): number {
-  if (text === null) return PAGE_DEFAULT;
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < 1 || n > PAGE_MAX)
-    throw new InvalidArgumentError('limit', text, `must be an integer from 1 to ${PAGE_MAX}`);
-  return n;
-}
-
-function optionalPrefix(text: string | null): string | undefined {
-  return text === null || text === '' ? undefined : schedulePrefix(text);
-}
-
-function encodeCursor(cursor: SchedulePageCursor): string {
-  return Buffer.from(JSON.stringify([cursor.at, cursor.key])).toString('base64url');
-}
-
-function decodeCursor(text: string): SchedulePageCursor {
-  try {
-    const [at, key] = JSON.parse(Buffer.from(text, 'base64url').toString('utf8')) as [unknown, unknown];
-    if (typeof at === 'number' && Number.isFinite(at) && typeof key === 'string') return { at, key };
-  } catch {
-    // Reported below.
-  }
-  throw new InvalidArgumentError('after', text, 'is not a page cursor this dashboard gave');
-}
-
-function dataText(data: unknown): string | undefined {
-  if (data === undefined) return undefined;
-  const text = JSON.stringify(data);
-  return text.length > DATA_PREVIEW ? `${text.slice(0, DATA_PREVIEW)}…` : text;
-}
-
-function traceId(trace: Readonly<Record<string, string>> | undefined): string | undefined {
-  const parent = trace?.traceparent;
-  const match = parent ? /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/.exec(parent) : null;
-  return match?.[1];
-}
-
-function scheduleView(s: Schedule): ScheduleView {
-  const data = dataText(s.message.data);
-  const trace = traceId(s.message.trace);
-  return {
-    key: s.key,
-    version: s.version,
-    at: s.at.toISOString(),
-    dueAt: s.dueAt.toISOString(),
-    attempts: s.attempts,
-    ...(s.lastError !== undefined ? { lastError: s.lastError } : {}),
-    type: s.message.type,
-    ...(s.message.aggregateId !== undefined ? { aggregateId: s.message.aggregateId } : {}),
-    ...(data !== undefined ? { data } : {}),
-    ...(trace ? { traceId: trace } : {}),
-    ...(s.recurrence ? { recurrence: recurrenceView(s.recurrence, s.at) } : {}),
-  };
-}
-
-function recurrenceView(r: StoredRecurrence, at: Date): RecurrenceView {
-  return {
-    spec:
-      r.spec.kind === 'cron' ? `cron ${r.spec.expression} ${r.spec.timeZone}` : `every ${r.spec.everyMs} ms`,
-    count: r.count,
-    next: upcomingOccurrences(r, at, 3).map((d) => d.toISOString()),
-    ...(r.endAt !== undefined ? { endAt: new Date(r.endAt).toISOString() } : {}),
-    ...(r.maxOccurrences !== undefined ? { maxOccurrences: r.maxOccurrences } : {}),
-  };
-}
-
-function deadLetterView(d: DeadLetterRecord): DeadLetterView {
-  const data = dataText(d.message.data);
-  return {
-    key: d.key,
-    version: d.version,
-    at: d.at.toISOString(),
-    deadAt: d.deadAt.toISOString(),
-    attempts: d.attempts,
-    error: d.error,
-    type: d.message.type,
-    ...(d.message.aggregateId !== undefined ? { aggregateId: d.message.aggregateId } : {}),
-    ...(data !== undefined ? { data } : {}),
-  };
 }

@@ -1,7 +1,10 @@
 /**
  * The status page: one HTML document with its style and script inline (allowed by a per-response CSP
  * nonce), no framework and no external resource. The script reads the JSON API next to it and builds
- * every element with `textContent`, so whatever a message holds is shown as text, never as markup.
+ * every element with `textContent`, so whatever a message holds is shown as text, never as markup. Each
+ * user value sits in its own `<bdi>` with its control and bidirectional characters written as `\uXXXX`,
+ * and a long one is cut in its cell behind a "show all" control: no value reorders, hides or pushes aside
+ * what is around it.
  */
 export function renderPage(options: { nonce: string; tokenRequired: boolean }): string {
   const { nonce } = options;
@@ -24,8 +27,9 @@ export function renderPage(options: { nonce: string; tokenRequired: boolean }): 
   <button id="refresh" type="button">Refresh</button>
 </header>
 <main>
-  <form id="login" hidden>
+  <form id="login" hidden data-testid="login">
     <p>This dashboard needs its token.</p>
+    <p id="login-note" class="error" hidden data-testid="login-note"></p>
     <input id="token" type="password" autocomplete="off" placeholder="token" aria-label="token">
     <button type="submit">Open</button>
   </form>
@@ -47,17 +51,17 @@ export function renderPage(options: { nonce: string; tokenRequired: boolean }): 
       <label><input id="due-only" type="checkbox"> deadline passed only</label>
       <button type="submit">Search</button>
     </form>
-    <table data-testid="schedules"><thead><tr><th>key</th><th>type</th><th>deadline</th><th>due</th><th>attempts</th><th>last error</th><th>data</th><th></th></tr></thead><tbody id="schedules"></tbody></table>
+    <div class="scroll"><table data-testid="schedules"><colgroup><col class="c-key"><col class="c-type"><col class="c-when"><col class="c-when"><col class="c-n"><col class="c-error"><col class="c-data"><col class="c-act"></colgroup><thead><tr><th>key</th><th>type</th><th>deadline</th><th>due</th><th>attempts</th><th>last error</th><th>data</th><th class="act"></th></tr></thead><tbody id="schedules"></tbody></table></div>
     <div class="row"><button id="prev" type="button" data-testid="prev">← Previous</button><span id="page" data-testid="page"></span><button id="next" type="button" data-testid="next">Next →</button></div>
   </section>
   <section>
     <h2>Dead letters</h2>
-    <table data-testid="dead-letters"><thead><tr><th>key</th><th>type</th><th>error</th><th>attempts</th><th>dead since</th><th>data</th><th></th></tr></thead><tbody id="dead-letters"></tbody></table>
+    <div class="scroll"><table data-testid="dead-letters"><colgroup><col class="c-key"><col class="c-type"><col class="c-error"><col class="c-n"><col class="c-when"><col class="c-data"><col class="c-act"></colgroup><thead><tr><th>key</th><th>type</th><th>error</th><th>attempts</th><th>dead since</th><th>data</th><th class="act"></th></tr></thead><tbody id="dead-letters"></tbody></table></div>
     <div class="row"><button id="dead-more" type="button" hidden>More</button></div>
   </section>
   <section>
     <h2>Recurring schedules</h2>
-    <table data-testid="recurring"><thead><tr><th>key</th><th>type</th><th>spec</th><th>runs</th><th>next occurrences</th></tr></thead><tbody id="recurring"></tbody></table>
+    <div class="scroll"><table data-testid="recurring"><colgroup><col class="c-key"><col class="c-type"><col class="c-spec"><col class="c-n"><col class="c-next"></colgroup><thead><tr><th>key</th><th>type</th><th>spec</th><th>runs</th><th>next occurrences</th></tr></thead><tbody id="recurring"></tbody></table></div>
     <p class="muted" id="recurring-note"></p>
   </section>
   <section>
@@ -81,32 +85,47 @@ ${SCRIPT}
 }
 
 const STYLE = `
+*, *::before, *::after { box-sizing: border-box; }
 :root { font: 14px/1.4 system-ui, sans-serif; color: #1d2430; background: #f5f6f8; }
-header { display: flex; gap: 12px; align-items: center; padding: 10px 20px; background: #1d2430; color: #fff; }
+body { margin: 0; overflow-wrap: anywhere; }
+header { display: flex; flex-wrap: wrap; gap: 4px 12px; align-items: center; padding: 10px 20px; background: #1d2430; color: #fff; }
 header h1 { font-size: 18px; margin: 0; }
+#label { min-width: 0; max-width: 50vw; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .grow { flex: 1; }
 .badge { padding: 2px 8px; border-radius: 10px; background: #3b4656; font-size: 12px; }
 .badge.write { background: #a33; }
 main { padding: 12px 20px; max-width: 1300px; }
 section { background: #fff; border-radius: 6px; padding: 10px 14px; margin: 12px 0; box-shadow: 0 1px 2px #0001; }
 h2 { font-size: 15px; margin: 4px 0 8px; }
-.cards { display: flex; gap: 12px; background: none; box-shadow: none; padding: 0; }
-.card { flex: 1; background: #fff; border-radius: 6px; padding: 10px 14px; box-shadow: 0 1px 2px #0001; }
+.cards { display: flex; flex-wrap: wrap; gap: 12px; background: none; box-shadow: none; padding: 0; }
+.card { flex: 1 1 8em; background: #fff; border-radius: 6px; padding: 10px 14px; box-shadow: 0 1px 2px #0001; }
 .card .n { font-size: 24px; font-weight: 600; }
-table { border-collapse: collapse; width: 100%; font-size: 13px; }
-th, td { text-align: left; padding: 4px 6px; border-bottom: 1px solid #e3e6ea; vertical-align: top; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; width: 100%; min-width: 720px; table-layout: fixed; font-size: 13px; }
+th, td { text-align: left; padding: 4px 6px; border-bottom: 1px solid #e3e6ea; vertical-align: top; overflow-wrap: anywhere; }
 th { color: #5b6574; font-weight: 500; }
-td.key { font-family: ui-monospace, monospace; word-break: break-all; min-width: 11em; }
-td.when { white-space: nowrap; }
-pre { margin: 0; max-height: 6em; overflow: auto; font-size: 12px; white-space: pre-wrap; word-break: break-all; }
-.row { display: flex; gap: 8px; align-items: center; margin: 8px 0; }
+col.c-key { width: 20%; } col.c-type { width: 11%; } col.c-when { width: 12.5em; } col.c-n { width: 5.5em; }
+col.c-error { width: 18%; } col.c-act { width: 6em; } col.c-spec { width: 22%; }
+body:not(.actions) .c-act, body:not(.actions) .act { display: none; }
+td.key { font-family: ui-monospace, monospace; }
+td.error { white-space: pre-wrap; }
+pre { margin: 0; max-height: 6em; overflow: auto; font-size: 12px; white-space: pre-wrap; overflow-wrap: anywhere; }
+details.long > pre, details.long > div { max-height: 24em; overflow: auto; margin-top: 4px; padding: 4px; background: #f5f6f8; border-radius: 4px; }
+details.long > summary { cursor: pointer; }
+details.long[open] > summary > bdi { display: none; }
+details.long > summary .more { color: #2f6fde; font-size: 12px; white-space: nowrap; }
+bdi, .user { unicode-bidi: isolate; }
+.esc { font-family: ui-monospace, monospace; font-size: 11px; color: #a33; background: #fbeaea; border-radius: 3px; padding: 0 1px; unicode-bidi: isolate; direction: ltr; }
+.row { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; margin: 8px 0; }
 .muted { color: #7a8494; font-size: 12px; }
 .error { color: #a33; }
-button { font: inherit; padding: 3px 10px; border: 1px solid #b9c0ca; border-radius: 4px; background: #fff; cursor: pointer; }
+button { font: inherit; white-space: nowrap; overflow-wrap: normal; padding: 3px 10px; border: 1px solid #b9c0ca; border-radius: 4px; background: #fff; cursor: pointer; }
 button:disabled { opacity: .4; cursor: default; }
 button.danger { border-color: #a33; color: #a33; }
-input { font: inherit; padding: 3px 6px; border: 1px solid #b9c0ca; border-radius: 4px; }
+input { font: inherit; padding: 3px 6px; border: 1px solid #b9c0ca; border-radius: 4px; max-width: 100%; }
 #prefix { width: 260px; }
+dialog { max-width: min(40rem, calc(100vw - 2rem)); overflow-wrap: anywhere; }
+dialog code { font-family: ui-monospace, monospace; background: #f5f6f8; padding: 0 3px; border-radius: 3px; }
 .group { border-top: 1px solid #e3e6ea; padding: 6px 0; }
 .group:first-child { border-top: 0; }
 svg text { font-size: 10px; fill: #7a8494; }
@@ -115,15 +134,39 @@ svg text { font-size: 10px; fill: #7a8494; }
 const SCRIPT = String.raw`
 'use strict';
 const $ = (id) => document.getElementById(id);
-let token = sessionStorage.getItem('duetime-token') || '';
-if (location.hash.startsWith('#token=')) {
-  token = decodeURIComponent(location.hash.slice(7));
-  sessionStorage.setItem('duetime-token', token);
-  history.replaceState(null, '', location.pathname + location.search);
-}
 let csrf = '';
 let actions = false;
 const state = { cursors: [undefined], index: 0, prefix: '', due: false, deadAfter: undefined };
+// How much of a value a table cell shows before "show all" (characters).
+const SHORT = { key: 120, type: 80, id: 80, error: 240, data: 200, spec: 120 };
+
+function stored() { try { return sessionStorage.getItem('duetime-token') || ''; } catch { return ''; } }
+function remember(value) { try { sessionStorage.setItem('duetime-token', value); } catch { /* private mode: kept in memory */ } }
+
+// The token: from the tab's session storage, or from #token= in the address (which never reaches the
+// server, and is removed from the address bar). A #token= that is not valid percent-encoding is dropped
+// and the page asks for the token.
+let token = stored();
+let tokenNote = '';
+if (location.hash.startsWith('#token=')) {
+  const raw = location.hash.slice(7);
+  history.replaceState(null, '', location.pathname + location.search);
+  let given = '';
+  try { given = decodeURIComponent(raw); } catch { given = ''; }
+  if (given) { token = given; remember(token); }
+  else {
+    token = '';
+    tokenNote = 'The token in the address could not be read (it is empty or not valid percent-encoding): enter it here.';
+  }
+}
+
+// Characters that hide or reorder text: C0 and C1 controls, bidirectional embeddings, overrides, isolates
+// and marks, zero-width and other invisible format characters. Wherever user text is shown they appear as
+// a marked \uXXXX, so that no value can reorder or hide what is around it or inside it.
+const HIDDEN = /[\u0000-\u001F\u007F-\u009F\u00AD\u061C\u115F\u1160\u180E\u200B-\u200F\u2028-\u202E\u2060-\u206F\u3164\uFEFF\uFFA0\uFFF9-\uFFFB]/g;
+function code(c) { return '\\u' + c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0'); }
+/** The text with each hidden character written as \uXXXX: for attributes and other plain strings. */
+function visible(text) { return String(text).replace(HIDDEN, code); }
 
 function el(tag, text, cls) {
   const e = document.createElement(tag);
@@ -131,11 +174,72 @@ function el(tag, text, cls) {
   if (cls) e.className = cls;
   return e;
 }
+
+/** User text, isolated in a <bdi>, each hidden character shown as a marked \uXXXX (newlines kept if asked). */
+function userText(text, keepNewlines) {
+  const box = document.createElement('bdi');
+  const s = String(text);
+  let last = 0;
+  for (const m of s.matchAll(HIDDEN)) {
+    if (keepNewlines && m[0] === '\n') continue;
+    if (m.index > last) box.appendChild(document.createTextNode(s.slice(last, m.index)));
+    const mark = el('span', code(m[0]), 'esc');
+    mark.title = 'U+' + code(m[0]).slice(2);
+    box.appendChild(mark);
+    last = m.index + 1;
+  }
+  if (last < s.length) box.appendChild(document.createTextNode(s.slice(last)));
+  return box;
+}
+
+/** The first n characters of s, never splitting a surrogate pair. */
+function cut(s, n) {
+  const c = s.charCodeAt(n - 1);
+  return s.slice(0, c >= 0xd800 && c <= 0xdbff ? n - 1 : n);
+}
+
+/**
+ * A user value of bounded size: the value itself when short, else its start and a control that shows
+ * all of it (a <details>). With pre, the value is shown in a <pre> (JSON data, kept as written).
+ */
+function bounded(text, limit, options) {
+  const s = String(text);
+  const pre = Boolean(options && options.pre);
+  const newlines = Boolean(options && options.newlines);
+  const holder = (node) => { const box = el(pre ? 'pre' : 'div'); box.appendChild(node); return box; };
+  if (s.length <= limit) return pre ? holder(userText(s, newlines)) : userText(s, newlines);
+  const details = el('details', null, 'long');
+  const summary = el('summary');
+  summary.appendChild(userText(cut(s, limit) + '…', newlines));
+  summary.appendChild(document.createTextNode(' '));
+  const more = el('span', 'show all ' + s.length + ' characters', 'more');
+  summary.appendChild(more);
+  details.appendChild(summary);
+  details.appendChild(holder(userText(s, newlines)));
+  details.addEventListener('toggle', () => {
+    more.textContent = details.open ? 'hide' : 'show all ' + s.length + ' characters';
+  });
+  return details;
+}
+
+/** A cell of the page's own text (dates, counts). */
 function cell(row, text, cls) { const td = el('td', text, cls); row.appendChild(td); return td; }
-function dataCell(row, data) { const td = el('td'); if (data !== undefined) td.appendChild(el('pre', data)); row.appendChild(td); }
+/** A cell holding a user value (bounded, isolated, hidden characters shown); empty when there is none. */
+function userCell(row, text, limit, cls, options) {
+  const td = el('td', null, cls);
+  if (text !== undefined && text !== null && text !== '') td.appendChild(bounded(text, limit, options));
+  row.appendChild(td);
+  return td;
+}
 function when(iso) { return iso ? iso.replace('T', ' ').replace(/\.\d+Z$/, 'Z') : ''; }
 function ms(n) { return n < 1000 ? n + ' ms' : n < 120000 ? (n / 1000).toFixed(1) + ' s' : (n / 60000).toFixed(1) + ' min'; }
 function count(c) { return c.count + (c.more ? '+' : ''); }
+
+function askToken(note) {
+  $('login').hidden = false;
+  $('login-note').hidden = !note;
+  $('login-note').textContent = note || '';
+}
 
 async function api(path, body) {
   const headers = {};
@@ -149,17 +253,29 @@ async function api(path, body) {
   }
   const res = await fetch('api/' + path, init);
   const json = await res.json().catch(() => ({ error: 'unreadable answer (' + res.status + ')' }));
-  if (res.status === 401) { $('login').hidden = false; throw new Error(json.error || 'token required'); }
+  if (res.status === 401) { askToken(token ? 'That token was refused.' : ''); throw new Error(json.error || 'token required'); }
   if (!res.ok) throw new Error(json.error || ('HTTP ' + res.status));
   return json;
 }
 
-function showError(error) { $('error').hidden = false; $('error').textContent = String(error.message || error); }
+function showError(error) {
+  $('error').hidden = false;
+  $('error').replaceChildren(userText(String((error && error.message) || error), true));
+}
 
-function confirmAction(text) {
+/**
+ * Asks before an action. parts: the page's own words (strings) and user values ({ user: text }), each
+ * value isolated in its own element with its hidden characters shown, so it cannot reorder the question.
+ */
+function confirmAction(parts) {
   return new Promise((resolve) => {
     const dialog = $('confirm');
-    $('confirm-text').textContent = text;
+    const text = $('confirm-text');
+    text.replaceChildren();
+    for (const part of parts) {
+      if (typeof part === 'string') text.appendChild(document.createTextNode(part));
+      else { const value = el('code', null, 'user'); value.appendChild(userText(part.user)); text.appendChild(value); }
+    }
     dialog.returnValue = '';
     dialog.addEventListener('close', () => resolve(dialog.returnValue === 'ok'), { once: true });
     dialog.showModal();
@@ -179,6 +295,9 @@ function actionButton(label, action, key, question) {
   b.type = 'button';
   b.dataset.action = action;
   b.dataset.key = key;
+  // What the button does, with the key's hidden characters shown (its tooltip and accessible name).
+  b.title = label + ' ' + visible(key);
+  b.setAttribute('aria-label', b.title);
   b.addEventListener('click', () => act(action, key, question));
   return b;
 }
@@ -187,7 +306,9 @@ async function loadOverview() {
   const o = await api('overview');
   csrf = o.csrf;
   actions = o.actions;
-  $('label').textContent = o.label;
+  document.body.classList.toggle('actions', actions);
+  $('label').replaceChildren(userText(o.label));
+  $('label').title = visible(o.label);
   $('mode').textContent = o.actions ? 'actions enabled' : 'read-only';
   $('mode').className = o.actions ? 'badge write' : 'badge';
   $('now').textContent = when(o.now);
@@ -209,15 +330,15 @@ async function loadSchedules() {
   for (const s of page.items) {
     const row = el('tr');
     row.dataset.key = s.key;
-    cell(row, s.key, 'key');
-    cell(row, s.type);
+    userCell(row, s.key, SHORT.key, 'key');
+    userCell(row, s.type, SHORT.type, 'type');
     cell(row, when(s.at), 'when');
     cell(row, s.dueAt !== s.at ? when(s.dueAt) : '', 'when');
     cell(row, s.attempts || '');
-    cell(row, s.lastError || '', 'error');
-    dataCell(row, s.data);
-    const last = cell(row, '');
-    if (actions) last.appendChild(actionButton('Cancel', 'cancel', s.key, 'Cancel the schedule ' + s.key + '? It will not be delivered.'));
+    userCell(row, s.lastError, SHORT.error, 'error', { newlines: true });
+    userCell(row, s.data, SHORT.data, 'data', { pre: true });
+    const last = cell(row, '', 'act');
+    if (actions) last.appendChild(actionButton('Cancel', 'cancel', s.key, ['Cancel the schedule ', { user: s.key }, '? It will not be delivered.']));
     body.appendChild(row);
   }
   if (page.items.length === 0) { const row = el('tr'); const td = cell(row, 'no pending schedules', 'muted'); td.colSpan = 8; body.appendChild(row); }
@@ -238,14 +359,14 @@ async function loadDeadLetters(more) {
   for (const d of page.items) {
     const row = el('tr');
     row.dataset.key = d.key;
-    cell(row, d.key, 'key');
-    cell(row, d.type);
-    cell(row, d.error, 'error');
+    userCell(row, d.key, SHORT.key, 'key');
+    userCell(row, d.type, SHORT.type, 'type');
+    userCell(row, d.error, SHORT.error, 'error', { newlines: true });
     cell(row, d.attempts);
     cell(row, when(d.deadAt), 'when');
-    dataCell(row, d.data);
-    const last = cell(row, '');
-    if (actions) last.appendChild(actionButton('Retry', 'retry-dead-letter', d.key, 'Schedule the dead letter ' + d.key + ' again, now?'));
+    userCell(row, d.data, SHORT.data, 'data', { pre: true });
+    const last = cell(row, '', 'act');
+    if (actions) last.appendChild(actionButton('Retry', 'retry-dead-letter', d.key, ['Schedule the dead letter ', { user: d.key }, ' again, now?']));
     body.appendChild(row);
   }
   if (!more && page.items.length === 0) { const row = el('tr'); const td = cell(row, 'no dead letters', 'muted'); td.colSpan = 7; body.appendChild(row); }
@@ -261,15 +382,36 @@ async function loadRecurring() {
   body.replaceChildren();
   for (const s of page.items) {
     const row = el('tr');
-    cell(row, s.key, 'key');
-    cell(row, s.type);
-    cell(row, s.recurrence.spec);
+    row.dataset.key = s.key;
+    userCell(row, s.key, SHORT.key, 'key');
+    userCell(row, s.type, SHORT.type, 'type');
+    userCell(row, s.recurrence.spec, SHORT.spec, 'spec');
     cell(row, s.recurrence.count);
     cell(row, s.recurrence.next.map(when).join('  ·  '));
     body.appendChild(row);
   }
   if (page.items.length === 0) { const row = el('tr'); const td = cell(row, 'no recurring schedules', 'muted'); td.colSpan = 5; body.appendChild(row); }
   $('recurring-note').textContent = page.complete ? '' : 'looked at the first ' + page.scanned + ' schedules';
+}
+
+/** A line of the page's words and user values ({ user }), as confirmAction takes them. */
+function line(tag, parts, cls) {
+  const e = el(tag, null, cls);
+  for (const part of parts) e.appendChild(typeof part === 'string' ? document.createTextNode(part) : bounded(part.user, SHORT.id));
+  return e;
+}
+
+function table(headings, widths) {
+  const box = el('div', null, 'scroll');
+  const t = el('table');
+  const cols = el('colgroup');
+  for (const w of widths) { const c = el('col'); if (w) c.style.width = w; cols.appendChild(c); }
+  t.appendChild(cols);
+  const head = el('tr');
+  for (const h of headings) head.appendChild(el('th', h));
+  t.appendChild(head);
+  box.appendChild(t);
+  return { box, t };
 }
 
 async function loadGroups() {
@@ -279,25 +421,21 @@ async function loadGroups() {
   for (const g of groups) {
     const div = el('div', null, 'group');
     div.dataset.group = g.group;
-    div.appendChild(el('strong', g.namespace + ' / ' + g.environment + ' / ' + g.group));
+    div.appendChild(line('strong', [{ user: g.namespace }, ' / ', { user: g.environment }, ' / ', { user: g.group }]));
     const leader = g.leader
-      ? 'leader ' + g.leader.owner + ', epoch ' + g.leader.epoch + ', lease expires in ' + ms(g.leader.remainingMs)
-      : g.readable ? 'no leader (nobody holds the lease, or it expired)' : 'leadership unknown (the leases could not be read)';
-    div.appendChild(el('div', leader, 'leader'));
+      ? ['leader ', { user: g.leader.owner }, ', epoch ' + g.leader.epoch + ', lease expires in ' + ms(g.leader.remainingMs)]
+      : [g.readable ? 'no leader (nobody holds the lease, or it expired)' : 'leadership unknown (the leases could not be read)'];
+    div.appendChild(line('div', leader, 'leader'));
     if (g.schedules.length > 0) {
-      const t = el('table'); const head = el('tr');
-      for (const h of ['schedule', 'cursor (last decided)', 'next', 'running']) head.appendChild(el('th', h));
-      t.appendChild(head);
-      for (const s of g.schedules) { const r = el('tr'); cell(r, s.id, 'key'); cell(r, when(s.cursor)); cell(r, when(s.next)); cell(r, s.running ?? ''); t.appendChild(r); }
-      div.appendChild(t);
+      const { box: holder, t } = table(['schedule', 'cursor (last decided)', 'next', 'running'], ['', '12em', '12em', '6em']);
+      for (const s of g.schedules) { const r = el('tr'); userCell(r, s.id, SHORT.id, 'key'); cell(r, when(s.cursor)); cell(r, when(s.next)); cell(r, s.running ?? ''); t.appendChild(r); }
+      div.appendChild(holder);
     }
     if (g.history) {
       div.appendChild(el('div', 'recent history (this process)', 'muted'));
-      const t = el('table'); const head = el('tr');
-      for (const h of ['schedule', 'intended', 'state', 'reason', 'epoch', 'error']) head.appendChild(el('th', h));
-      t.appendChild(head);
-      for (const r of g.history.slice(0, 15)) { const row = el('tr'); cell(row, r.schedule, 'key'); cell(row, when(r.intendedAt)); cell(row, r.state); cell(row, r.reason || ''); cell(row, r.epoch ?? ''); cell(row, r.error || '', 'error'); t.appendChild(row); }
-      div.appendChild(t);
+      const { box: holder, t } = table(['schedule', 'intended', 'state', 'reason', 'epoch', 'error'], ['20%', '11em', '7em', '10em', '5em', '']);
+      for (const r of g.history.slice(0, 15)) { const row = el('tr'); userCell(row, r.schedule, SHORT.id, 'key'); cell(row, when(r.intendedAt)); cell(row, r.state); cell(row, r.reason || ''); cell(row, r.epoch ?? ''); userCell(row, r.error, SHORT.error, 'error', { newlines: true }); t.appendChild(row); }
+      div.appendChild(holder);
     } else div.appendChild(el('div', 'history is kept by each scheduler in memory: mount the dashboard in the scheduler\'s process to see it', 'muted'));
     box.appendChild(div);
   }
@@ -361,11 +499,12 @@ $('refresh').addEventListener('click', refresh);
 $('login').addEventListener('submit', (e) => {
   e.preventDefault();
   token = $('token').value;
-  sessionStorage.setItem('duetime-token', token);
+  if (!token) return;
+  remember(token);
   $('login').hidden = true;
   refresh();
 });
-if (TOKEN_REQUIRED && !token) $('login').hidden = false;
+if (TOKEN_REQUIRED && !token) askToken(tokenNote);
 else refresh();
 setInterval(() => { loadOverview().then(loadLateness).catch(() => {}); }, 5000);
 `;

@@ -4,10 +4,13 @@ import { createPostgresBackend } from '@duetime/backend-postgres';
 import pg from 'pg';
 import { afterAll } from 'vitest';
 import { browserSuite } from './browser.js';
+import { hostileSuite } from './hostile.js';
 
 /** The server the tests use (trust auth, database `test`); DUETIME_PG_URL overrides it. */
 const PG_URL = process.env.DUETIME_PG_URL ?? 'postgres://127.0.0.1:5432/test';
 const SCHEMA = `dashboard_${randomBytes(4).toString('hex')}`;
+/** The hostile-data suite's own schema, so that each suite sees only its own data. */
+const HOSTILE_SCHEMA = `${SCHEMA}_hostile`;
 
 afterAll(async () => {
   // The operating-system user when the URL names none, as the backend (and psql) do.
@@ -16,18 +19,16 @@ afterAll(async () => {
   const client = new pg.Client({ connectionString: url.toString() });
   await client.connect();
   try {
-    await client.query(`DROP SCHEMA IF EXISTS "${SCHEMA}" CASCADE`);
+    for (const schema of [SCHEMA, HOSTILE_SCHEMA])
+      await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
   } finally {
     await client.end().catch(() => undefined);
   }
 });
 
-browserSuite('PostgreSQL', async () => {
+async function open(schema: string) {
   try {
-    return await createPostgresBackend(
-      { connectionString: PG_URL },
-      { schema: SCHEMA, connectTimeoutMs: 5_000 },
-    );
+    return await createPostgresBackend({ connectionString: PG_URL }, { schema, connectTimeoutMs: 5_000 });
   } catch (error) {
     if ((error as { transient?: boolean }).transient)
       throw new Error(
@@ -36,4 +37,7 @@ browserSuite('PostgreSQL', async () => {
       );
     throw error;
   }
-});
+}
+
+browserSuite('PostgreSQL', () => open(SCHEMA));
+hostileSuite('PostgreSQL', () => open(HOSTILE_SCHEMA));

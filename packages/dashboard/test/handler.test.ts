@@ -108,7 +108,7 @@ describe('dashboard server', () => {
     expect(after.body.error).toContain('invalid after');
     expect((await get(`${d.url}api/nope`)).status).toBe(404);
     expect((await fetch(`${d.url}api/overview`, { method: 'DELETE' })).status).toBe(405);
-    expect((await fetch(`${d.url}api/actions/cancel`)).status).toBe(405);
+    expect((await fetch(`${d.url}api/actions/cancel`)).status).toBe(403);
   });
 
   it('never shows or logs a secret: a failing backend gives a generic error, the log has the password redacted', async () => {
