@@ -9,6 +9,7 @@ import {
   ManualClock,
   MemoryDatabase,
   memoryAdapter,
+  NotSupportedError,
 } from '../src/index.js';
 
 const order = aggregate({
@@ -66,6 +67,17 @@ describe('memory store', () => {
     ).rejects.toBeInstanceOf(InvalidArgumentError);
     expect(await store.loadSchedule('ok')).toBeUndefined();
     expect(ConflictError).toBeDefined();
+  });
+
+  it('refuses to join an outside transaction, which only SQL backends can, and runs nothing', async () => {
+    const { store } = createMemoryBackend();
+    let ran = false;
+    const joined = store.join({}, async () => {
+      ran = true;
+    });
+    await expect(joined).rejects.toBeInstanceOf(NotSupportedError);
+    await expect(joined).rejects.toThrow(/store\.transact/);
+    expect(ran).toBe(false);
   });
 
   it('ends a delivery whose schedules were all released unchanged: its commit ends their claims', async () => {

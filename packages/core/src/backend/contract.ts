@@ -234,6 +234,16 @@ export interface StoreAdapter<Sql = unknown, U extends Unit<Sql> = Unit<Sql>> {
   /** Ends the unit without applying anything; claimed schedules stay as they were, claimed no longer. */
   rollback(unit: U): Promise<void>;
   /**
+   * Interactive SQL adapters that can work inside a transaction the application opened itself (its ORM's,
+   * its driver's): returns a unit on `handle` (an executor of that transaction, whose shape the adapter
+   * documents) without beginning anything. The adapter must check that `handle` is usable (an open
+   * transaction) and refuse it with an `InvalidArgumentError` naming `handle` otherwise. On such a unit,
+   * `commit` applies the writes left and ends the unit without committing: the application's commit
+   * commits them, its rollback discards them. `rollback` undoes what the unit wrote (take a savepoint when
+   * the unit starts) and leaves the application's transaction open and usable.
+   */
+  join?(handle: unknown): Promise<U>;
+  /**
    * Adapters whose claims lapse by time (no lock held by a live connection): extends the claims `unit`
    * still holds. Core calls it every {@link renewEveryMs} while processors run.
    */

@@ -1,6 +1,6 @@
 import type { ClaimRequest, ListQuery, StoreAdapter, Unit, WatchEvent } from '../backend/contract.js';
 import { type Clock, systemClock } from '../clock.js';
-import { ClosedError, ConflictError, InvalidArgumentError } from '../errors.js';
+import { ClosedError, ConflictError, InvalidArgumentError, NotSupportedError } from '../errors.js';
 import { defaultLogger, type Logger } from '../logger.js';
 import { identifier, positiveInteger, scheduleKey, schedulePrefix, validDate } from '../validate.js';
 import type { Aggregate, AggregateContext } from './aggregate.js';
@@ -121,6 +121,18 @@ export interface Store<Sql = unknown> {
    * outside the transaction.
    */
   transact<T>(fn: (tx: Transaction<Sql>) => T | Promise<T>, options?: TransactOptions): Promise<T>;
+  /**
+   * Runs `fn` inside a transaction the application opened itself — its ORM's or driver's — and returns its
+   * result: what `fn` does through `tx` commits when the application's transaction commits and is discarded
+   * when it rolls back. `handle` is what the backend joins (on PostgreSQL an executor of the transaction,
+   * made by `@duetime/sql-bindings` for Drizzle, Kysely, Knex, TypeORM, Prisma, postgres.js, pg, PGlite).
+   * When `fn` throws, what it wrote is undone (a savepoint), the application's transaction stays usable and
+   * the error is rethrown; an optimistic conflict is rethrown too (the application re-runs its transaction).
+   * Dispatchers wake when the application commits.
+   * @throws {NotSupportedError} when the backend cannot join an outside transaction.
+   * @throws {InvalidArgumentError} when `handle` is not an open transaction the backend can join.
+   */
+  join<T>(handle: unknown, fn: (tx: Transaction<Sql>) => T | Promise<T>): Promise<T>;
   loadEvents(aggregateId: string): Promise<Event[]>;
   loadSchedule(key: string): Promise<Schedule | undefined>;
   /**
@@ -277,6 +289,37 @@ class CoreStore<Sql> implements Store<Sql>, CoreStoreInternals<Sql> {
         });
       return result;
     }
+  }
+
+  async join<T>(handle: unknown, fn: (tx: Transaction<Sql>) => T | Promise<T>): Promise<T> {
+    this.#open();
+    if (typeof fn !== 'function')
+      throw new InvalidArgumentError('fn', fn, 'must be a function (tx) => result');
+    if (!this.#adapter.join)
+      throw new NotSupportedError(
+        `the ${this.backendName} backend cannot join a transaction the application opened; use store.transact`,
+      );
+    const unit = await this.#adapter.join(handle);
+    const work = workOf(this.#adapter, unit);
+    const tx = new CoreTransaction<Sql>(work, this.clock);
+    let result: T;
+    try {
+      result = await fn(tx);
+      tx.finish();
+      await this.#adapter.commit(unit, { writes: work.writes, settlements: [] });
+    } catch (error) {
+      tx.finish();
+      await this.#adapter.rollback(unit).catch((rollbackError: unknown) => {
+        this.logger.warn('undoing a joined transaction\'s writes failed', { error: rollbackError });
+      });
+      throw error;
+    }
+    if (tx.scheduled)
+      this.#emit({
+        remote: false,
+        ...(tx.earliest !== undefined ? { earliest: new Date(tx.earliest) } : {}),
+      });
+    return result;
   }
 
   async [openDelivery](claim: ClaimRequest): Promise<Delivery<Sql>> {
