@@ -307,13 +307,7 @@ class MemoryStore implements StoreAdapter<undefined, MemoryUnit> {
           if (w.ifVersion !== undefined && db.schedules.get(w.key)?.version !== w.ifVersion)
             throw new ConflictError('version', w.key);
           const dueAt = w.dueAt ?? w.at;
-          this.#put(
-            w.key,
-            w.at,
-            dueAt,
-            JSON.stringify(w.message),
-            w.recurrence,
-          );
+          this.#put(w.key, w.at, dueAt, JSON.stringify(w.message), w.recurrence);
           if (earliest === undefined || dueAt.getTime() < earliest) earliest = dueAt.getTime();
           break;
         }

@@ -310,7 +310,7 @@ class CoreStore<Sql> implements Store<Sql>, CoreStoreInternals<Sql> {
     } catch (error) {
       tx.finish();
       await this.#adapter.rollback(unit).catch((rollbackError: unknown) => {
-        this.logger.warn('undoing a joined transaction\'s writes failed', { error: rollbackError });
+        this.logger.warn("undoing a joined transaction's writes failed", { error: rollbackError });
       });
       throw error;
     }
