@@ -1,0 +1,40 @@
+import { InvalidArgumentError } from '../errors.js';
+
+/**
+ * Shared by SQL backends: what `tx.sql` must refuse. A statement that begins, ends or prepares a
+ * transaction would end duetime's transaction under it (committing an application's row, or a delivery,
+ * early), so the `tx.sql` handle of an SQL backend refuses it; savepoints pass, since they nest.
+ */
+
+const LEADING = /^(?:\s+|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)*/;
+const CONTROL =
+  /^(?:begin|start\s+transaction|commit|end|abort|prepare\s+transaction|rollback(?!\s+to\b)(?!\s+(?:work|transaction)\s+to\b))\b/i;
+
+/**
+ * The transaction-control verb `text` starts with (`BEGIN`, `START TRANSACTION`, `COMMIT`, `END`,
+ * `ROLLBACK` but not `ROLLBACK TO [SAVEPOINT]`, `ABORT`, `PREPARE TRANSACTION`, also `COMMIT PREPARED` and
+ * `ROLLBACK PREPARED`), in upper case, or `undefined` for any other statement. Case, whitespace and
+ * leading comments do not matter. `BEGIN` opening a PL/pgSQL block inside `DO $$ … $$` is not at the start
+ * of the statement and passes.
+ */
+export function transactionControl(text: string): string | undefined {
+  if (typeof text !== 'string') return undefined;
+  const body = text.replace(LEADING, '');
+  const match = CONTROL.exec(body);
+  return match ? match[0].replace(/\s+/g, ' ').toUpperCase() : undefined;
+}
+
+/**
+ * Throws the typed error for a transaction-control statement sent through `tx.sql` (see
+ * {@link transactionControl}); returns quietly for any other statement.
+ * @throws {InvalidArgumentError} naming the field `tx.sql`.
+ */
+export function refuseTransactionControl(text: string): void {
+  const verb = transactionControl(text);
+  if (verb === undefined) return;
+  throw new InvalidArgumentError(
+    'tx.sql',
+    text.length > 80 ? `${text.slice(0, 77)}...` : text,
+    `${verb} would end duetime's transaction under it; nest with SAVEPOINT name / RELEASE SAVEPOINT name / ROLLBACK TO SAVEPOINT name instead (an ORM's nested transaction does this)`,
+  );
+}
