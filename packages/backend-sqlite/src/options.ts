@@ -1,13 +1,11 @@
 import { existsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import {
-  booleanOption,
   type Clock,
-  durationOption,
   InvalidArgumentError,
   type Logger,
   NotFoundError,
-  readFactoryOptions,
+  type OptionReader,
 } from '@duetime/core';
 import type Database from 'better-sqlite3';
 
@@ -47,6 +45,13 @@ export interface SqliteBackendOptions {
   /** @deprecated Renamed to {@link watchIntervalMs}; the old name is removed in the next minor version. */
   watchInterval?: number;
   /**
+   * How long a delivery's claim outlives a process that died holding it, in ms of real time (default
+   * 10,000). A delivery records its claims before it opens its transaction; when its process dies, the
+   * claimed schedules are claimed again once this has passed, and the crash counts as a failed attempt of
+   * each of them. A live delivery removes its claims when it ends, however long it runs.
+   */
+  claimTimeoutMs?: number;
+  /**
    * `full` (default): a commit survives a power loss. `normal`: faster; a process crash still loses
    * nothing, a power loss may lose the last commits. Applies only to connections the backend opens.
    */
@@ -65,11 +70,10 @@ export interface SqliteBackendOptions {
 export const RENAMED_OPTIONS = { busyTimeout: 'busyTimeoutMs', watchInterval: 'watchIntervalMs' } as const;
 
 export interface ResolvedOptions {
-  clock: Clock;
-  logger: Logger;
   busyTimeoutMs: number;
   tablePrefix: string;
   watchIntervalMs: number;
+  claimTimeoutMs: number;
   synchronous: 'full' | 'normal';
   migrate: boolean;
 }
@@ -121,33 +125,18 @@ export function resolveTarget(
   return { kind: 'filename', filename: path };
 }
 
-/** Checks the options and fills in the defaults; old option names are read with a deprecation warning. */
-export function resolveOptions(given: SqliteBackendOptions | undefined): ResolvedOptions {
-  const {
-    options: o,
-    clock,
-    logger,
-  } = readFactoryOptions(given, {
-    factory: 'createSqliteBackend',
-    renamed: RENAMED_OPTIONS,
-  });
-  const tablePrefix = o.tablePrefix ?? 'duetime_';
-  if (typeof tablePrefix !== 'string' || !PREFIX.test(tablePrefix))
-    throw new InvalidArgumentError(
-      'options.tablePrefix',
-      tablePrefix,
-      'must start with a letter or _ and hold only letters, digits and _ (at most 32 characters)',
-    );
-  const synchronous = o.synchronous ?? 'full';
-  if (synchronous !== 'full' && synchronous !== 'normal')
-    throw new InvalidArgumentError('options.synchronous', synchronous, 'must be "full" or "normal"');
+/** Reads the backend's own options (core reads `clock`, `logger` and the renamed ones). */
+export function readOptions(read: OptionReader): ResolvedOptions {
   return {
-    clock,
-    logger,
-    busyTimeoutMs: durationOption('options.busyTimeoutMs', o.busyTimeoutMs, 5000, { allowZero: true }),
-    tablePrefix,
-    watchIntervalMs: durationOption('options.watchIntervalMs', o.watchIntervalMs, 50, { max: 60_000 }),
-    synchronous,
-    migrate: booleanOption('options.migrate', o.migrate, true),
+    tablePrefix: read.string('tablePrefix', 'duetime_', (value) =>
+      PREFIX.test(value)
+        ? undefined
+        : 'must start with a letter or _ and hold only letters, digits and _ (at most 32 characters)',
+    ),
+    synchronous: read.oneOf('synchronous', ['full', 'normal'], 'full'),
+    busyTimeoutMs: read.duration('busyTimeoutMs', 5000, { allowZero: true }),
+    watchIntervalMs: read.duration('watchIntervalMs', 50, { max: 60_000 }),
+    claimTimeoutMs: read.duration('claimTimeoutMs', 10_000),
+    migrate: read.boolean('migrate', true),
   };
 }

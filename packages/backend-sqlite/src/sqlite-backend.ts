@@ -1,20 +1,27 @@
 import {
   type Backend,
-  type BackendCapabilities,
-  BackendLifecycle,
-  createStore,
-  guardCursors,
-  guardLeases,
-  type Store,
+  type Clock,
+  defineBackend,
+  type Logger,
+  refuseTransactionControl,
+  type WatchEvent,
 } from '@duetime/core';
 import type Database from 'better-sqlite3';
 import { SqliteConnection } from './connection.js';
 import { SqliteCursors } from './cursors.js';
 import { SqliteLeases } from './leases.js';
-import { resolveOptions, resolveTarget, type SqliteBackendOptions, type SqliteTarget } from './options.js';
+import {
+  RENAMED_OPTIONS,
+  readOptions,
+  resolveTarget,
+  type SqliteBackendOptions,
+  type SqliteTarget,
+} from './options.js';
 import { prepareSchema } from './schema.js';
 import { tables } from './sql/tables.js';
-import { SqliteStoreDriver } from './store.js';
+import { prepare } from './statements.js';
+import { SqliteStore } from './store.js';
+import { ChangeWatcher } from './watch.js';
 
 /** A duetime backend on one SQLite database. */
 export interface SqliteBackend extends Backend<Database.Database> {
@@ -52,50 +59,98 @@ export interface SqliteBackend extends Backend<Database.Database> {
  *   duetime schema (or, with `migrate: false`, an older one).
  * @throws {NotFoundError} with `migrate: false`, when the file or duetime's tables in it do not exist.
  */
-export async function createSqliteBackend(
+export const createSqliteBackend: (
   target: SqliteTarget,
-  options: SqliteBackendOptions = {},
-): Promise<SqliteBackend> {
-  const resolved = resolveOptions(options);
-  const where = resolveTarget(target, resolved.migrate);
-  const names = tables(resolved.tablePrefix);
-  const connection = new SqliteConnection(where, resolved);
-  let schemaVersion: number;
-  try {
-    schemaVersion = await prepareSchema(connection, names, where.kind, resolved);
+  options?: SqliteBackendOptions,
+) => Promise<SqliteBackend> = defineBackend({
+  name: 'sqlite',
+  factory: 'createSqliteBackend',
+  renamed: RENAMED_OPTIONS,
+  options: readOptions,
+  async open(target: SqliteTarget, { options, clock, logger, onClose }) {
+    const where = resolveTarget(target, options.migrate);
+    const names = tables(options.tablePrefix);
+    const connection = new SqliteConnection(where, options);
+    onClose(() => connection.close());
+    const schemaVersion = await prepareSchema(connection, names, where.kind, { ...options, logger });
     connection.openReader();
-  } catch (error) {
-    connection.close();
-    throw error;
-  }
-  const driver = new SqliteStoreDriver(
-    connection,
-    names,
-    { clock: resolved.clock, interval: resolved.watchIntervalMs, logger: resolved.logger },
-    () => connection.close(),
+    const store = new SqliteStore(
+      connection,
+      names,
+      { claimTimeoutMs: options.claimTimeoutMs, sql: guardedSql(connection.writer) },
+      watchOf(connection, names, options.watchIntervalMs, clock, logger, onClose),
+    );
+    logger.debug('sqlite backend opened', { file: connection.file, schemaVersion });
+    return {
+      store,
+      leases: new SqliteLeases(connection, names, clock),
+      cursors: new SqliteCursors(connection, names, clock),
+      capabilities: {
+        multiProcess: !connection.memory,
+        durable: !connection.memory,
+        sql: true,
+        // Claims are recorded before a delivery runs, and BEGIN IMMEDIATE holds the write lock while it does.
+        exclusiveClaims: true,
+      },
+      describe: `sqlite backend on ${connection.file}`,
+      extra: { file: connection.file, tablePrefix: options.tablePrefix, schemaVersion },
+    };
+  },
+});
+
+/**
+ * The push channel: polling `PRAGMA data_version` for other connections' commits (see ChangeWatcher). An
+ * in-memory database has no other connection, so its channel is live at once and never reports.
+ */
+function watchOf(
+  connection: SqliteConnection,
+  names: ReturnType<typeof tables>,
+  interval: number,
+  clock: Clock,
+  logger: Logger,
+  onClose: (step: () => void) => void,
+): (listener: (event: WatchEvent) => void) => () => void {
+  if (connection.memory)
+    return (listener) => {
+      queueMicrotask(() => listener({ type: 'live' }));
+      return () => {};
+    };
+  const dataVersion = prepare(connection.writer, 'PRAGMA data_version').pluck();
+  const scheduleVersion = prepare(
+    connection.reader,
+    `SELECT value FROM ${names.meta} WHERE name = 'schedule_version'`,
+  ).pluck();
+  const watcher = new ChangeWatcher(
+    {
+      dataVersion: () => dataVersion.get() as number,
+      scheduleVersion: () => scheduleVersion.get() as number,
+    },
+    clock,
+    interval,
+    logger,
   );
-  const store: Store<Database.Database> = createStore(driver, {
-    clock: resolved.clock,
-    logger: resolved.logger,
+  onClose(() => watcher.stop());
+  return (listener) => watcher.watch(listener);
+}
+
+/**
+ * The writer connection as the application gets it (`tx.sql`): every statement it prepares or executes
+ * is first checked for transaction control, which would end duetime's transaction under it.
+ */
+function guardedSql(db: Database.Database): Database.Database {
+  return new Proxy(db, {
+    get(target, property) {
+      if (property === 'prepare' || property === 'exec')
+        return (source: string, ...rest: unknown[]) => {
+          refuseTransactionControl(source);
+          return (target[property] as (source: string, ...rest: unknown[]) => unknown).call(
+            target,
+            source,
+            ...rest,
+          );
+        };
+      const value = Reflect.get(target, property, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
   });
-  const capabilities: BackendCapabilities = {
-    multiProcess: !connection.memory,
-    durable: !connection.memory,
-    sql: true,
-    // BEGIN IMMEDIATE holds the write lock from the start: no two processors for one file run at once.
-    exclusiveClaims: true,
-  };
-  resolved.logger.debug('sqlite backend opened', { file: connection.file, schemaVersion });
-  const lifecycle = new BackendLifecycle(`sqlite backend on ${connection.file}`);
-  return {
-    name: 'sqlite',
-    file: connection.file,
-    tablePrefix: resolved.tablePrefix,
-    schemaVersion,
-    store,
-    leases: guardLeases(new SqliteLeases(connection, names, resolved.clock), lifecycle),
-    cursors: guardCursors(new SqliteCursors(connection, names, resolved.clock), lifecycle),
-    capabilities,
-    close: () => lifecycle.close(() => store.close()),
-  };
 }

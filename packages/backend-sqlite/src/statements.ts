@@ -3,6 +3,7 @@ import {
   deadLetterListQuery,
   type ListShape,
   listQuery,
+  type PrefixShape,
   type StoreQuery,
   storeQueries,
 } from './sql/queries.js';
@@ -26,12 +27,11 @@ export class Statements {
   }
 
   list(shape: ListShape): Database.Statement {
-    return this.#cached(`list:${shape.through}:${shape.prefix}:${shape.after}`, () =>
-      listQuery(this.#tables, shape),
-    );
+    const id = `list:${shape.order}:${shape.through}:${shape.prefix}:${shape.after}:${shape.recurring}:${shape.heads}`;
+    return this.#cached(id, () => listQuery(this.#tables, shape));
   }
 
-  deadLetterList(shape: { prefix: 'none' | 'range' | 'from'; after: boolean }): Database.Statement {
+  deadLetterList(shape: { prefix: PrefixShape; after: boolean }): Database.Statement {
     return this.#cached(`dead:${shape.prefix}:${shape.after}`, () =>
       deadLetterListQuery(this.#tables, shape),
     );

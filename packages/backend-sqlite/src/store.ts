@@ -1,126 +1,367 @@
+import { randomUUID } from 'node:crypto';
 import {
-  type Clock,
-  createBufferedDelivery,
+  type Changes,
+  type Claimed,
+  type ClaimRequest,
+  ClosedError,
+  ConflictError,
+  type DeadLetterListQuery,
   type DeadLetterRecord,
-  type DeliveryTransaction,
-  type DriverDeadLetterQuery,
-  type DriverScheduleQuery,
-  type DriverTransaction,
+  decodeDeadLetter,
+  decodeEvent,
+  decodeSchedule,
   type Event,
-  type Logger,
+  isOneShot,
+  type ListQuery,
   type Schedule,
-  type StoreDriver,
+  type ScheduleHead,
+  type Settlement,
+  type StoreAdapter,
+  type StoredState,
+  type Unit,
+  type WatchEvent,
+  type Write,
 } from '@duetime/core';
 import type Database from 'better-sqlite3';
-import type { SqliteConnection } from './connection.js';
-import {
-  type DeadLetterRow,
-  type EventRow,
-  type ScheduleRow,
-  toDeadLetter,
-  toEvent,
-  toSchedule,
-} from './rows.js';
+import type { SqliteConnection, WriteHold } from './connection.js';
+import { sqliteCode } from './errors.js';
 import { prefixUpperBound } from './sql/prefix.js';
+import type { PrefixShape } from './sql/queries.js';
 import type { Tables } from './sql/tables.js';
-import { prepare, Statements } from './statements.js';
-import { SqliteDelivery, SqliteTransaction } from './transaction.js';
-import { ChangeWatcher } from './watch.js';
+import { Statements } from './statements.js';
 
-/** How the driver looks for other connections' commits (file databases only). */
-export interface WatchSettings {
-  clock: Clock;
-  interval: number;
-  logger: Logger;
+/**
+ * A unit of work: a `BEGIN IMMEDIATE … COMMIT` on the writer connection, holding SQLite's write lock from
+ * its start (so nothing changes under it and no check needs repeating at commit). A claim that found
+ * nothing due holds nothing.
+ */
+export interface SqliteUnit extends Unit<Database.Database> {
+  readonly hold?: WriteHold;
+  readonly sql: Database.Database;
+  readonly claimed?: readonly Claimed[];
+}
+
+interface ScheduleRow {
+  key: string;
+  at: number;
+  due_at: number;
+  version: number;
+  attempts: number;
+  message?: string;
+  last_error?: string | null;
+  recurrence?: string | null;
+  interrupted?: number | null;
+}
+
+interface DeadLetterRow {
+  key: string;
+  version: number;
+  at: number;
+  message: string;
+  attempts: number;
+  error: string;
+  dead_at: number;
 }
 
 /**
- * The store driver on SQLite. Transactions run on the writer connection under the file's gate; reads
- * outside transactions use the read connection and see committed data only.
+ * The store adapter on SQLite (interactive: writes run inside the unit as core hands them over, each
+ * processor's part is a savepoint, and `tx.sql` is the writer connection).
+ *
+ * Claims. A delivery first records its claims (`claims` table: key, version, owner, claimed until) in a
+ * short transaction of its own that commits, then opens the delivery's transaction. Other processes skip
+ * a version whose claim is live. When the delivery commits, the settlements and the removal of its claims
+ * commit together; when the process dies instead, its transaction rolls back and its claims stay behind
+ * until they lapse (`claimTimeoutMs`): the next claim of that version reports it `interrupted`. No renewal
+ * is needed: while the delivery's transaction runs it holds the file's write lock, so nobody else can
+ * claim anything until it ends, and its end removes the claims. The claims are checked once more after
+ * the delivery's transaction began, so a claim taken over in between (it lapsed while this process waited
+ * for the lock) is left to its new holder.
  */
-export class SqliteStoreDriver implements StoreDriver<Database.Database> {
+export class SqliteStore implements StoreAdapter<Database.Database, SqliteUnit> {
   readonly #connection: SqliteConnection;
   readonly #write: Statements;
   readonly #read: Statements;
-  readonly #watcher: ChangeWatcher | undefined;
-  readonly #onClose: () => void;
+  readonly #sql: Database.Database;
+  readonly #owner = randomUUID();
+  readonly #claimTimeoutMs: number;
+  readonly watch: (listener: (event: WatchEvent) => void) => () => void;
+  #parts = 0;
 
-  constructor(connection: SqliteConnection, tables: Tables, watch: WatchSettings, onClose: () => void) {
+  constructor(
+    connection: SqliteConnection,
+    tables: Tables,
+    options: { claimTimeoutMs: number; sql: Database.Database },
+    watch: (listener: (event: WatchEvent) => void) => () => void,
+  ) {
     this.#connection = connection;
     this.#write = new Statements(connection.writer, tables);
     this.#read =
       connection.reader === connection.writer ? this.#write : new Statements(connection.reader, tables);
-    this.#onClose = onClose;
-    // An in-memory database has no other connection whose commits could be missed.
-    if (!connection.memory) {
-      const dataVersion = prepare(connection.writer, 'PRAGMA data_version').pluck();
-      const scheduleVersion = this.#read.get('readVersion');
-      this.#watcher = new ChangeWatcher(
-        {
-          dataVersion: () => dataVersion.get() as number,
-          scheduleVersion: () => scheduleVersion.pluck().get() as number,
-        },
-        watch.clock,
-        watch.interval,
-        watch.logger,
-      );
-    }
+    this.#sql = options.sql;
+    this.#claimTimeoutMs = options.claimTimeoutMs;
+    this.watch = watch;
   }
 
-  async begin(): Promise<DriverTransaction<Database.Database>> {
-    const hold = await this.#connection.beginWrite('begin a transaction');
-    return new SqliteTransaction(this.#connection, this.#write, hold);
+  get #file(): string {
+    return this.#connection.file;
   }
 
-  /**
-   * Claims and consumes up to `limit` due schedules in one `DELETE … RETURNING` under the write lock. A
-   * look on the read connection first keeps an idle dispatcher from taking the write lock at all.
-   */
-  async deliver(now: Date, limit: number): Promise<DeliveryTransaction<Database.Database>> {
-    const at = now.getTime();
-    const due = await this.#connection.read('look for due schedules', () => this.#read.get('anyDue').get(at));
-    if (due === undefined) return this.#nothingDue();
-    const hold = await this.#connection.beginWrite('claim due schedules');
-    let claimed: Schedule[];
+  async begin(claim?: ClaimRequest): Promise<SqliteUnit> {
+    if (!claim) return { hold: await this.#connection.beginWrite('begin a transaction'), sql: this.#sql };
+    const claimed = await this.#claim(claim);
+    if (claimed.length === 0) return { sql: this.#sql, claimed };
+    let hold: WriteHold;
     try {
-      claimed = this.#connection.within(hold, 'claim due schedules', () =>
-        (this.#write.get('claimDue').all(at, limit) as ScheduleRow[])
-          .map((row) => toSchedule(row, this.#connection.file))
-          .sort(compareDue),
-      );
+      hold = await this.#connection.beginWrite('deliver claimed schedules');
+    } catch (error) {
+      await this.#release(claimed).catch(() => {});
+      throw error;
+    }
+    const check = this.#write.get('holdsClaim');
+    const held = this.#connection.within(hold, 'deliver claimed schedules', () =>
+      claimed.filter((s) => check.get(s.key, this.#owner, s.version) !== undefined),
+    );
+    return { hold, sql: this.#sql, claimed: held };
+  }
+
+  /** Records claims on the first due versions no live claim holds, in a transaction that commits. */
+  async #claim({ now, limit }: ClaimRequest): Promise<Claimed[]> {
+    const at = now.getTime();
+    // A look on the read connection first keeps an idle dispatcher from taking the write lock at all.
+    const due = await this.#connection.read('look for due schedules', () => this.#read.get('anyDue').get(at));
+    if (due === undefined) return [];
+    const hold = await this.#connection.beginWrite('claim due schedules');
+    let claimed: Claimed[];
+    try {
+      claimed = this.#connection.within(hold, 'claim due schedules', () => {
+        const wall = Date.now();
+        const rows = this.#write.get('claimDue').all({ now: at, wall, limit }) as ScheduleRow[];
+        const put = this.#write.get('putClaim');
+        for (const row of rows) put.run(row.key, row.version, this.#owner, wall + this.#claimTimeoutMs);
+        return rows.map((row) => {
+          const schedule: Claimed = this.#schedule(row);
+          if (row.interrupted) schedule.interrupted = true;
+          return schedule;
+        });
+      });
     } catch (error) {
       this.#connection.rollback(hold);
       throw error;
     }
-    return new SqliteDelivery(this.#connection, this.#write, hold, claimed);
+    if (claimed.length === 0) this.#connection.rollback(hold);
+    else this.#connection.commit(hold, 'claim due schedules');
+    return claimed;
   }
 
-  #nothingDue(): DeliveryTransaction<Database.Database> {
-    return createBufferedDelivery({
-      claimed: [],
-      reads: this,
-      commit: async () => {},
-      sql: this.#connection.writer,
+  async #release(claimed: readonly Schedule[]): Promise<void> {
+    if (claimed.length === 0) return;
+    await this.#connection.write('release claims', () => {
+      const drop = this.#write.get('dropClaim');
+      for (const s of claimed) drop.run(s.key, this.#owner);
     });
   }
 
-  loadEvents(aggregateId: string): Promise<Event[]> {
-    return this.#connection.read('load events', () =>
-      (this.#read.get('loadEvents').all(aggregateId) as EventRow[]).map((row) =>
-        toEvent(aggregateId, row, this.#connection.file),
-      ),
+  async write(unit: SqliteUnit, writes: readonly Write[]): Promise<number[]> {
+    return this.#within(unit, 'write', () => writes.map((w) => this.#apply(w)));
+  }
+
+  async part<T>(unit: SqliteUnit, fn: () => Promise<T>): Promise<T> {
+    const name = `duetime_part_${++this.#parts}`;
+    this.#within(unit, 'start a delivery part', () => this.#connection.writer.exec(`SAVEPOINT ${name}`));
+    let result: T;
+    try {
+      result = await fn();
+    } catch (error) {
+      this.#within(unit, 'roll back a delivery part', () =>
+        this.#connection.writer.exec(`ROLLBACK TO ${name}; RELEASE ${name}`),
+      );
+      throw error;
+    }
+    this.#within(unit, 'end a delivery part', () => this.#connection.writer.exec(`RELEASE ${name}`));
+    return result;
+  }
+
+  async commit(unit: SqliteUnit, changes: Changes): Promise<void> {
+    const hold = unit.hold;
+    if (!hold) return;
+    try {
+      this.#within(unit, 'commit', () => {
+        for (const w of changes.writes) this.#apply(w);
+        const drop = this.#write.get('dropClaim');
+        for (const s of changes.settlements) {
+          this.#settle(s);
+          drop.run(s.schedule.key, this.#owner);
+        }
+      });
+    } catch (error) {
+      this.#connection.rollback(hold);
+      await this.#release(unit.claimed ?? []).catch(() => {});
+      throw error;
+    }
+    this.#connection.commit(hold, unit.claimed ? 'commit a delivery batch' : 'commit a transaction');
+  }
+
+  async rollback(unit: SqliteUnit): Promise<void> {
+    if (unit.hold) this.#connection.rollback(unit.hold);
+    try {
+      await this.#release(unit.claimed ?? []);
+    } catch (error) {
+      // Closed meanwhile: the claims lapse by themselves.
+      if (!(error instanceof ClosedError)) throw error;
+    }
+  }
+
+  #settle(s: Settlement): void {
+    const { key, version } = s.schedule;
+    const w = this.#write;
+    if (s.outcome === 'release') return;
+    if (s.outcome === 'retry') {
+      if (!s.failure) return;
+      w.get('retry').run({
+        key,
+        version,
+        attempts: s.failure.attempts,
+        error: s.failure.error,
+        dueAt: s.failure.dueAt.getTime(),
+        at: s.failure.at ? s.failure.at.getTime() : null,
+      });
+      return;
+    }
+    w.get('consume').run(key, version);
+    if (s.dead)
+      w.get('putDeadLetter').run({
+        key,
+        version,
+        at: s.schedule.at.getTime(),
+        message: JSON.stringify(s.schedule.message),
+        attempts: s.dead.attempts,
+        error: s.dead.error,
+        deadAt: s.dead.deadAt.getTime(),
+      });
+    if (s.next)
+      w.get('armNext').run(
+        this.#row(
+          key,
+          s.next.at,
+          s.next.dueAt ?? s.next.at,
+          JSON.stringify(s.schedule.message),
+          s.next.recurrence,
+        ),
+      );
+  }
+
+  #row(key: string, at: Date, dueAt: Date, message: string, state: StoredState | undefined) {
+    return {
+      key,
+      at: at.getTime(),
+      dueAt: dueAt.getTime(),
+      version: this.#write.get('bumpVersion').pluck().get() as number,
+      message,
+      recurrence: state === undefined ? null : JSON.stringify(state),
+      recurring: state !== undefined && !isOneShot(state) ? 1 : 0,
+    };
+  }
+
+  /** Applies one write; returns how many schedules, dead letters or events it changed. */
+  #apply(w: Write): number {
+    const s = this.#write;
+    switch (w.op) {
+      case 'put': {
+        if (w.ifVersion !== undefined) {
+          const current = s.get('currentVersion').pluck().get(w.key) as number | undefined;
+          if (current !== w.ifVersion) throw new ConflictError('version', w.key);
+        }
+        s.get('putSchedule').run(
+          this.#row(w.key, w.at, w.dueAt ?? w.at, JSON.stringify(w.message), w.recurrence),
+        );
+        return 1;
+      }
+      case 'delete':
+        return s.get('deleteSchedule').run(w.key).changes;
+      case 'deletePrefix': {
+        const hi = prefixUpperBound(w.prefix);
+        return hi === undefined
+          ? s.get('deleteFrom').run({ lo: w.prefix }).changes
+          : s.get('deleteRange').run({ lo: w.prefix, hi }).changes;
+      }
+      case 'append': {
+        const last = (s.get('lastSequence').pluck().get(w.aggregateId) as number | null) ?? 0;
+        if (last !== w.expectedSequence) throw new ConflictError('aggregate', w.aggregateId);
+        const insert = s.get('insertEvent');
+        try {
+          for (const e of w.events)
+            insert.run(
+              w.aggregateId,
+              e.sequence,
+              e.type,
+              e.data === undefined ? null : JSON.stringify(e.data),
+              e.timestamp,
+            );
+        } catch (error) {
+          if (sqliteCode(error)?.startsWith('SQLITE_CONSTRAINT'))
+            throw new ConflictError('aggregate', w.aggregateId, undefined, { cause: error });
+          throw error;
+        }
+        return w.events.length;
+      }
+      case 'deleteDead':
+        return s.get('deleteDeadLetter').run(w.key).changes;
+    }
+  }
+
+  /** Runs `fn` inside the unit's transaction (it must hold one). */
+  #within<T>(unit: SqliteUnit, operation: string, fn: () => T): T {
+    if (!unit.hold) throw new ClosedError(`transaction on ${this.#file} (it holds nothing)`);
+    return this.#connection.within(unit.hold, operation, fn);
+  }
+
+  /** Runs a read inside `unit` when it holds a transaction, else on committed data. */
+  #reading<T>(unit: SqliteUnit | undefined, operation: string, fn: (s: Statements) => T): Promise<T> {
+    if (unit?.hold) {
+      const hold = unit.hold;
+      return Promise.resolve().then(() => this.#connection.within(hold, operation, () => fn(this.#write)));
+    }
+    return this.#connection.read(operation, () => fn(this.#read));
+  }
+
+  #schedule(row: ScheduleRow): Schedule {
+    return decodeSchedule(
+      {
+        key: row.key,
+        at: row.at,
+        dueAt: row.due_at,
+        version: row.version,
+        attempts: row.attempts,
+        message: row.message,
+        lastError: row.last_error,
+        recurrence: row.recurrence,
+      },
+      this.#file,
     );
   }
 
-  loadSchedule(key: string): Promise<Schedule | undefined> {
-    return this.#connection.read('load a schedule', () => {
-      const row = this.#read.get('loadSchedule').get(key) as ScheduleRow | undefined;
-      return row ? toSchedule(row, this.#connection.file) : undefined;
+  loadSchedule(key: string, unit?: SqliteUnit): Promise<Schedule | undefined> {
+    return this.#reading(unit, 'load a schedule', (s) => {
+      const row = s.get('loadSchedule').get(key) as ScheduleRow | undefined;
+      return row ? this.#schedule(row) : undefined;
     });
   }
 
-  listSchedules(query: DriverScheduleQuery): Promise<Schedule[]> {
-    return this.#connection.read('list schedules', () => {
+  loadEvents(aggregateId: string, unit?: SqliteUnit): Promise<Event[]> {
+    return this.#reading(unit, 'load events', (s) =>
+      (
+        s.get('loadEvents').all(aggregateId) as {
+          sequence: number;
+          type: string;
+          data: string | null;
+          timestamp: number;
+        }[]
+      ).map((row) => decodeEvent(aggregateId, row, this.#file)),
+    );
+  }
+
+  listSchedules(query: ListQuery, unit?: SqliteUnit): Promise<ScheduleHead[]> {
+    return this.#reading(unit, 'list schedules', (s) => {
       const params: Record<string, unknown> = { limit: query.limit };
       const prefix = prefixRange(query.prefix, params);
       if (query.through !== undefined) params.through = query.through.getTime();
@@ -128,73 +369,53 @@ export class SqliteStoreDriver implements StoreDriver<Database.Database> {
         params.afterAt = query.after.at;
         params.afterKey = query.after.key;
       }
-      const statement = this.#read.list({
-        through: query.through !== undefined,
+      if (query.recurring !== undefined) params.recurring = query.recurring ? 1 : 0;
+      const heads = query.select === 'heads';
+      const statement = s.list({
+        order: query.order,
+        through: query.through !== undefined && query.order !== 'key',
         prefix,
         after: query.after !== undefined,
+        recurring: query.recurring !== undefined,
+        heads,
       });
-      return (statement.all(params) as ScheduleRow[]).map((row) => toSchedule(row, this.#connection.file));
+      if (query.order === 'key') {
+        delete params.through;
+        delete params.afterAt;
+      }
+      const rows = statement.all(params) as ScheduleRow[];
+      return rows.map((row) =>
+        heads
+          ? {
+              key: row.key,
+              at: new Date(row.at),
+              dueAt: new Date(row.due_at),
+              version: row.version,
+              attempts: row.attempts,
+            }
+          : this.#schedule(row),
+      );
     });
   }
 
-  dueSchedules(now: Date, limit: number): Promise<Schedule[]> {
-    return this.#connection.read('fetch due schedules', () =>
-      (this.#read.get('dueSchedules').all(now.getTime(), limit) as ScheduleRow[]).map((row) =>
-        toSchedule(row, this.#connection.file),
-      ),
-    );
-  }
-
-  loadDeadLetter(key: string): Promise<DeadLetterRecord | undefined> {
-    return this.#connection.read('load a dead letter', () => {
-      const row = this.#read.get('loadDeadLetter').get(key) as DeadLetterRow | undefined;
-      return row ? toDeadLetter(row, this.#connection.file) : undefined;
-    });
-  }
-
-  listDeadLetters(query: DriverDeadLetterQuery): Promise<DeadLetterRecord[]> {
+  listDeadLetters(query: DeadLetterListQuery): Promise<DeadLetterRecord[]> {
     return this.#connection.read('list dead letters', () => {
       const params: Record<string, unknown> = { limit: query.limit };
       const prefix = prefixRange(query.prefix, params);
       if (query.after !== undefined) params.after = query.after;
       const statement = this.#read.deadLetterList({ prefix, after: query.after !== undefined });
       return (statement.all(params) as DeadLetterRow[]).map((row) =>
-        toDeadLetter(row, this.#connection.file),
+        decodeDeadLetter({ ...row, deadAt: row.dead_at }, this.#file),
       );
     });
   }
-
-  nextDueAt(): Promise<Date | undefined> {
-    return this.#connection.read('find the next due time', () => {
-      const dueAt = this.#read.get('nextDueAt').pluck().get() as number | undefined;
-      return dueAt === undefined ? undefined : new Date(dueAt);
-    });
-  }
-
-  watch(onChange: (change: { earliest?: Date }) => void): () => void {
-    return this.#watcher ? this.#watcher.watch(onChange) : () => {};
-  }
-
-  /** Whether the change watcher has a poll timer armed (for tests of close()). */
-  get polling(): boolean {
-    return this.#watcher?.polling ?? false;
-  }
-
-  async close(): Promise<void> {
-    this.#watcher?.stop();
-    this.#onClose();
-  }
-}
-
-function compareDue(a: Schedule, b: Schedule): number {
-  return a.dueAt.getTime() - b.dueAt.getTime() || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
 }
 
 /**
  * How a literal key prefix is searched: as the index range [prefix, upper bound) when there is one, else
  * from the prefix on with a `substr` check (a prefix of only U+10FFFF characters). Sets `lo`/`hi` in `params`.
  */
-function prefixRange(prefix: string | undefined, params: Record<string, unknown>): 'none' | 'range' | 'from' {
+function prefixRange(prefix: string | undefined, params: Record<string, unknown>): PrefixShape {
   if (prefix === undefined || prefix === '') return 'none';
   params.lo = prefix;
   const hi = prefixUpperBound(prefix);

@@ -1,4 +1,4 @@
-import type { Clock, Logger } from '@duetime/core';
+import type { Clock, Logger, WatchEvent } from '@duetime/core';
 
 /** What the watcher reads: both are one cheap statement. */
 export interface ChangeProbe {
@@ -14,13 +14,16 @@ export interface ChangeProbe {
  * another connection (another process, or another instance in this one) commits. Only then does it read
  * the schedule version counter, and it notifies listeners when that grew, i.e. when someone else put a
  * schedule. Commits of this instance are notified by the store itself. No timer runs while nobody listens.
+ *
+ * The channel is `live` from the first subscription on: polling misses nothing, so a dispatcher may sleep
+ * until its next known deadline.
  */
 export class ChangeWatcher {
   readonly #probe: ChangeProbe;
   readonly #clock: Clock;
   readonly #interval: number;
   readonly #logger: Logger;
-  readonly #listeners = new Set<(change: { earliest?: Date }) => void>();
+  readonly #listeners = new Set<(event: WatchEvent) => void>();
   #cancel: (() => void) | undefined;
   #dataVersion = -1;
   #scheduleVersion = -1;
@@ -33,11 +36,14 @@ export class ChangeWatcher {
     this.#logger = logger;
   }
 
-  watch(listener: (change: { earliest?: Date }) => void): () => void {
+  watch(listener: (event: WatchEvent) => void): () => void {
     if (this.#stopped) return () => {};
-    const subscription = (change: { earliest?: Date }) => listener(change);
+    const subscription = (event: WatchEvent) => listener(event);
     this.#listeners.add(subscription);
     if (this.#listeners.size === 1) this.#start();
+    queueMicrotask(() => {
+      if (this.#listeners.has(subscription)) subscription({ type: 'live' });
+    });
     return () => {
       this.#listeners.delete(subscription);
       if (this.#listeners.size === 0) this.#pause();
@@ -97,7 +103,7 @@ export class ChangeWatcher {
     if (!grew) return;
     for (const listener of [...this.#listeners]) {
       try {
-        listener({});
+        listener({ type: 'change' });
       } catch (error) {
         this.#logger.warn('store change listener threw', { error });
       }

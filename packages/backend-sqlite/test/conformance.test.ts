@@ -24,6 +24,9 @@ runConformance({
     async write(sql, id) {
       (sql as Database.Database).prepare('INSERT INTO app_rows (id) VALUES (?)').run(id);
     },
+    async exec(sql, text) {
+      return (sql as Database.Database).exec(text);
+    },
     async rows(backend) {
       const db = new Database(fileFor(namespaces.get(backend)!), { readonly: true });
       try {

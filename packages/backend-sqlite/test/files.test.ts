@@ -54,6 +54,7 @@ describe('opening files', () => {
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     db.close();
     expect(tablesOf(file)).toEqual([
+      'duetime_claims',
       'duetime_cursors',
       'duetime_dead_letters',
       'duetime_events',
@@ -86,7 +87,9 @@ describe('opening files', () => {
     await first.close();
     // What version 1 of the schema looked like.
     const db = new Database(file);
-    db.exec('DROP TABLE duetime_dead_letters; ALTER TABLE duetime_schedules DROP COLUMN recurrence');
+    db.exec(
+      'DROP TABLE duetime_dead_letters; DROP TABLE duetime_claims; ALTER TABLE duetime_schedules DROP COLUMN recurring; ALTER TABLE duetime_schedules DROP COLUMN recurrence',
+    );
     db.prepare("UPDATE duetime_meta SET value = 1 WHERE name = 'schema_version'").run();
     db.close();
     const again = await createSqliteBackend({ filename: file });

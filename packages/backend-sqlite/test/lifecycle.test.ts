@@ -79,7 +79,7 @@ describe('close()', () => {
     ).rejects.toBeInstanceOf(ClosedError);
     await expect(backend.leases.acquire('l', 'me', 1000)).rejects.toBeInstanceOf(ClosedError);
     await expect(backend.cursors.read('c')).rejects.toBeInstanceOf(ClosedError);
-    await expect(backend.store.driver.dueSchedules(new Date(), 10)).rejects.toBeInstanceOf(ClosedError);
+    await expect(backend.store.listSchedules()).rejects.toBeInstanceOf(ClosedError);
   });
 
   it('arms no timer while nobody watches', async () => {

@@ -124,14 +124,14 @@ describe('tx.sql: the application’s tables in duetime’s transactions', () =>
     await backend.close();
   });
 
-  it('refuses to go on when tx.sql ended the transaction, and recovers for the next one', async () => {
+  it('refuses transaction control through tx.sql before it runs, and recovers for the next one', async () => {
     const backend = await createSqliteBackend({ filename: files.file('ended') });
     await expect(
       backend.store.transact(async (tx) => {
         tx.sql.exec('COMMIT');
         await tx.schedule('ended/1', new Date(Date.now() + HOUR), expire('e'));
       }),
-    ).rejects.toMatchObject({ code: 'DUETIME_BACKEND', message: expect.stringContaining('tx.sql') });
+    ).rejects.toMatchObject({ code: 'DUETIME_INVALID_ARGUMENT', message: expect.stringContaining('tx.sql') });
     expect(await backend.store.loadSchedule('ended/1')).toBeUndefined();
     await backend.store.transact((tx) => tx.schedule('ended/2', new Date(Date.now() + HOUR), expire('e')));
     expect(await backend.store.loadSchedule('ended/2')).toBeDefined();

@@ -65,6 +65,20 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 3,
+    description: 'delivery claims that outlive their process, and a flag for recurring schedules',
+    sql: (t) => `
+      ALTER TABLE ${t.schedules} ADD COLUMN recurring INTEGER NOT NULL DEFAULT 0;
+      UPDATE ${t.schedules} SET recurring = 1 WHERE recurrence IS NOT NULL;
+      CREATE TABLE ${t.claims} (
+        key TEXT NOT NULL PRIMARY KEY,
+        version INTEGER NOT NULL,
+        owner TEXT NOT NULL,
+        claimed_until INTEGER NOT NULL
+      );
+    `,
+  },
 ];
 
 /** The newest schema version this code knows. */

@@ -1,36 +1,45 @@
 import type { Tables } from './tables.js';
 
-/** Every statement of the store, by name. Table names come from a validated prefix; values are bound. */
+const COLUMNS = 'key, at, due_at, version, attempts, message, last_error, recurrence';
+const HEADS = 'key, at, due_at, version, attempts';
+const DEAD_COLUMNS = 'key, version, at, message, attempts, error, dead_at';
+
+/** Every fixed statement of the store, by name. Table names come from a validated prefix; values are bound. */
 export function storeQueries(t: Tables) {
-  const columns = 'key, at, due_at, version, attempts, message, last_error, recurrence';
-  const deadColumns = 'key, version, at, message, attempts, error, dead_at';
   return {
-    loadSchedule: `SELECT ${columns} FROM ${t.schedules} WHERE key = ?`,
-    /** Uses the (due_at, key) index: a range scan of the first `limit` entries. */
-    dueSchedules: `SELECT ${columns} FROM ${t.schedules} WHERE due_at <= ? ORDER BY due_at, key LIMIT ?`,
-    /** The first entry of the (due_at, key) index. */
-    nextDueAt: `SELECT due_at FROM ${t.schedules} ORDER BY due_at, key LIMIT 1`,
+    loadSchedule: `SELECT ${COLUMNS} FROM ${t.schedules} WHERE key = ?`,
     bumpVersion: `UPDATE ${t.meta} SET value = value + 1 WHERE name = 'schedule_version' RETURNING value`,
     readVersion: `SELECT value FROM ${t.meta} WHERE name = 'schedule_version'`,
-    putSchedule: `INSERT INTO ${t.schedules} (key, at, due_at, version, attempts, message, last_error, recurrence)
-      VALUES (@key, @at, @at, @version, 0, @message, NULL, @recurrence)
+    currentVersion: `SELECT version FROM ${t.schedules} WHERE key = ?`,
+    putSchedule: `INSERT INTO ${t.schedules} (key, at, due_at, version, attempts, message, last_error, recurrence, recurring)
+      VALUES (@key, @at, @dueAt, @version, 0, @message, NULL, @recurrence, @recurring)
       ON CONFLICT (key) DO UPDATE SET at = excluded.at, due_at = excluded.due_at, version = excluded.version,
-        attempts = 0, message = excluded.message, last_error = NULL, recurrence = excluded.recurrence`,
-    /** A recurrence's next occurrence: never replaces a schedule written since the claim. */
-    rearmSchedule: `INSERT INTO ${t.schedules} (key, at, due_at, version, attempts, message, last_error, recurrence)
-      VALUES (@key, @at, @at, @version, 0, @message, NULL, @recurrence) ON CONFLICT (key) DO NOTHING`,
+        attempts = 0, message = excluded.message, last_error = NULL, recurrence = excluded.recurrence,
+        recurring = excluded.recurring`,
+    /** What comes next after a consumed version: never replaces a schedule written since the claim. */
+    armNext: `INSERT INTO ${t.schedules} (key, at, due_at, version, attempts, message, last_error, recurrence, recurring)
+      VALUES (@key, @at, @dueAt, @version, 0, @message, NULL, @recurrence, @recurring) ON CONFLICT (key) DO NOTHING`,
     deleteSchedule: `DELETE FROM ${t.schedules} WHERE key = ?`,
     deleteRange: `DELETE FROM ${t.schedules} WHERE key >= @lo AND key < @hi`,
     deleteFrom: `DELETE FROM ${t.schedules} WHERE key >= @lo AND substr(key, 1, length(@lo)) = @lo`,
-    /** A delivery's claim: consumes the first `limit` due entries of the (due_at, key) index at once. */
-    claimDue: `DELETE FROM ${t.schedules} WHERE key IN (
-        SELECT key FROM ${t.schedules} WHERE due_at <= ? ORDER BY due_at, key LIMIT ?
-      ) RETURNING ${columns}`,
-    /** Puts a claimed schedule back at its version; a newer version written in the same batch wins. */
-    restore: `INSERT INTO ${t.schedules} (key, at, due_at, version, attempts, message, last_error, recurrence)
-      VALUES (@key, @at, @dueAt, @version, @attempts, @message, @error, @recurrence) ON CONFLICT (key) DO NOTHING`,
-    loadDeadLetter: `SELECT ${deadColumns} FROM ${t.deadLetters} WHERE key = ?`,
-    putDeadLetter: `INSERT OR REPLACE INTO ${t.deadLetters} (${deadColumns})
+    /** A settled version: deleted only while the key is still at it. */
+    consume: `DELETE FROM ${t.schedules} WHERE key = ? AND version = ?`,
+    retry: `UPDATE ${t.schedules} SET attempts = @attempts, last_error = @error, due_at = @dueAt, at = coalesce(@at, at)
+      WHERE key = @key AND version = @version`,
+    /**
+     * A delivery's claim, in the (due_at, key) index order: due versions that no live claim holds. A claim
+     * of the same version that lapsed was never settled: its process died (`interrupted`).
+     */
+    claimDue: `SELECT ${COLUMNS.split(', ')
+      .map((c) => `s.${c}`)
+      .join(', ')}, (c.version = s.version) AS interrupted
+      FROM ${t.schedules} s LEFT JOIN ${t.claims} c ON c.key = s.key
+      WHERE s.due_at <= @now AND (c.key IS NULL OR c.version <> s.version OR c.claimed_until <= @wall)
+      ORDER BY s.due_at, s.key LIMIT @limit`,
+    putClaim: `INSERT OR REPLACE INTO ${t.claims} (key, version, owner, claimed_until) VALUES (?, ?, ?, ?)`,
+    holdsClaim: `SELECT 1 FROM ${t.claims} WHERE key = ? AND owner = ? AND version = ?`,
+    dropClaim: `DELETE FROM ${t.claims} WHERE key = ? AND owner = ?`,
+    putDeadLetter: `INSERT OR REPLACE INTO ${t.deadLetters} (${DEAD_COLUMNS})
       VALUES (@key, @version, @at, @message, @attempts, @error, @deadAt)`,
     deleteDeadLetter: `DELETE FROM ${t.deadLetters} WHERE key = ?`,
     /** Cheap look on the read connection before a delivery takes the write lock. */
@@ -43,35 +52,46 @@ export function storeQueries(t: Tables) {
 
 export type StoreQuery = keyof ReturnType<typeof storeQueries>;
 
+/** How a literal key prefix is searched: an index range, from the prefix with a check, or not at all. */
+export type PrefixShape = 'none' | 'range' | 'from';
+
 /** The shape of a `listSchedules` query; each shape is one cached statement. */
 export interface ListShape {
+  order: 'at' | 'due' | 'key';
   through: boolean;
-  prefix: 'none' | 'range' | 'from';
+  prefix: PrefixShape;
   after: boolean;
+  /** Filter on the recurring flag (`@recurring`). */
+  recurring: boolean;
+  heads: boolean;
 }
 
-/** `listSchedules`: ordered by the (at, key) index, with keyset paging by a row-value comparison. */
+/** `listSchedules`: in the order's index, with keyset paging by a row-value comparison. */
 export function listQuery(t: Tables, shape: ListShape): string {
+  const instant = shape.order === 'due' ? 'due_at' : 'at';
   const where: string[] = [];
-  if (shape.through) where.push('at <= @through');
-  if (shape.prefix === 'range') where.push('key >= @lo AND key < @hi');
-  if (shape.prefix === 'from') where.push('key >= @lo AND substr(key, 1, length(@lo)) = @lo');
-  if (shape.after) where.push('(at, key) > (@afterAt, @afterKey)');
-  return `SELECT key, at, due_at, version, attempts, message, last_error, recurrence FROM ${t.schedules}${
+  if (shape.through) where.push(`${instant} <= @through`);
+  where.push(...prefixWhere(shape.prefix));
+  if (shape.recurring) where.push('recurring = @recurring');
+  if (shape.after)
+    where.push(shape.order === 'key' ? 'key > @afterKey' : `(${instant}, key) > (@afterAt, @afterKey)`);
+  const order = shape.order === 'key' ? 'key' : `${instant}, key`;
+  return `SELECT ${shape.heads ? HEADS : COLUMNS} FROM ${t.schedules}${
     where.length > 0 ? ` WHERE ${where.join(' AND ')}` : ''
-  } ORDER BY at, key LIMIT @limit`;
+  } ORDER BY ${order} LIMIT @limit`;
 }
 
 /** `listDeadLetters`: by key, with a literal prefix and keyset paging. */
-export function deadLetterListQuery(
-  t: Tables,
-  shape: { prefix: 'none' | 'range' | 'from'; after: boolean },
-): string {
-  const where: string[] = [];
-  if (shape.prefix === 'range') where.push('key >= @lo AND key < @hi');
-  if (shape.prefix === 'from') where.push('key >= @lo AND substr(key, 1, length(@lo)) = @lo');
+export function deadLetterListQuery(t: Tables, shape: { prefix: PrefixShape; after: boolean }): string {
+  const where = prefixWhere(shape.prefix);
   if (shape.after) where.push('key > @after');
-  return `SELECT key, version, at, message, attempts, error, dead_at FROM ${t.deadLetters}${
+  return `SELECT ${DEAD_COLUMNS} FROM ${t.deadLetters}${
     where.length > 0 ? ` WHERE ${where.join(' AND ')}` : ''
   } ORDER BY key LIMIT @limit`;
+}
+
+function prefixWhere(prefix: PrefixShape): string[] {
+  if (prefix === 'range') return ['key >= @lo AND key < @hi'];
+  if (prefix === 'from') return ['key >= @lo AND substr(key, 1, length(@lo)) = @lo'];
+  return [];
 }

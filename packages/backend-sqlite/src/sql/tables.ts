@@ -7,6 +7,8 @@ export interface Tables {
   leases: string;
   cursors: string;
   deadLetters: string;
+  /** Delivery claims: which version a delivery holds, and until when (see the store adapter). */
+  claims: string;
 }
 
 export function tables(prefix: string): Tables {
@@ -18,6 +20,7 @@ export function tables(prefix: string): Tables {
     leases: `${prefix}leases`,
     cursors: `${prefix}cursors`,
     deadLetters: `${prefix}dead_letters`,
+    claims: `${prefix}claims`,
   };
 }
 
