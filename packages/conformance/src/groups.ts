@@ -9,6 +9,7 @@ export const CONFORMANCE_GROUPS = [
   'batches',
   'deadLetters',
   'recurring',
+  'operations',
   'reads',
   'pushChannel',
   'transactionControl',

@@ -9,6 +9,7 @@ import { crashTests } from './store/crashes.js';
 import { deadLetterTests } from './store/dead-letters.js';
 import { dispatcherTests } from './store/dispatch.js';
 import { scheduleLifecycleTests, sharingTests } from './store/lifecycle.js';
+import { operationTests } from './store/operations.js';
 import { processTests } from './store/processes.js';
 import { pushChannelTests } from './store/push.js';
 import { readTests } from './store/reads.js';
@@ -49,6 +50,7 @@ export {
   deadLetterTests,
   dispatcherTests,
   leaseTests,
+  operationTests,
   processTests,
   pushChannelTests,
   readTests,
@@ -67,6 +69,7 @@ export const conformanceGroups = {
   batches: batchTests,
   deadLetters: deadLetterTests,
   recurring: recurringTests,
+  operations: operationTests,
   reads: readTests,
   pushChannel: pushChannelTests,
   transactionControl: transactionControlTests,
