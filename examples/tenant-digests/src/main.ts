@@ -1,6 +1,8 @@
 /**
  * Per-tenant weekly digests, each on its tenant's own wall clock, on PostgreSQL: a tenant's row and its
- * recurring digest are created, changed and cancelled in the same transactions. The dispatcher runs on a
+ * recurring digest are created, changed and cancelled in the same transactions; a lapsed subscription
+ * pauses the digest and a renewal resumes it (the Mondays missed are not sent); support triggers a digest
+ * by hand beside the weekly ones. The dispatcher runs on a
  * manual clock that walks four weeks across the start of US daylight saving time in a few seconds.
  *
  *   bash scripts/services.sh up        # PostgreSQL on 127.0.0.1:5432
@@ -18,7 +20,10 @@ import {
   digestHandlers,
   digestKey,
   moveTenant,
+  reinstateTenant,
   removeTenant,
+  sendDigestNow,
+  suspendTenant,
 } from './tenants.js';
 
 export interface DemoOptions {
@@ -32,6 +37,8 @@ export interface Sent {
   tenantId: string;
   dueAt: string;
   localTime: string;
+  /** `scheduled`, or `triggered` for a digest support sent by hand. */
+  kind: string;
 }
 
 /**
@@ -88,10 +95,10 @@ export async function main(options: DemoOptions = {}): Promise<Sent[]> {
     const dispatcher = new Dispatcher<DigestMessages, pg.PoolClient>({
       store: backend.store,
       clock,
-      handlers: digestHandlers(schema, (tenantId, dueAt, localTime) => {
-        sent.push({ tenantId, dueAt: dueAt.toISOString(), localTime });
+      handlers: digestHandlers(schema, (tenantId, dueAt, localTime, kind) => {
+        sent.push({ tenantId, dueAt: dueAt.toISOString(), localTime, kind });
         print(
-          `${new Date(clock.now()).toISOString().slice(0, 16)}Z  digest for ${tenantId.padEnd(6)} ${localTime}`,
+          `${new Date(clock.now()).toISOString().slice(0, 16)}Z  digest for ${tenantId.padEnd(6)} ${localTime}${kind === 'scheduled' ? '' : ` (${kind})`}`,
         );
       }),
     });
@@ -100,7 +107,8 @@ export async function main(options: DemoOptions = {}): Promise<Sent[]> {
     /** Walks the manual clock to `until`, one due occurrence at a time. */
     const walk = async (until: number) => {
       for (;;) {
-        const next = (await backend.store.pageSchedules({ limit: 1 })).items[0];
+        // By due time: a paused digest is due at no time and never stops the walk.
+        const next = (await backend.store.pageSchedules({ order: 'due', limit: 1 })).items[0];
         if (!next || next.dueAt.getTime() > until) break;
         clock.set(next.dueAt.getTime());
         dispatcher.wake();
@@ -114,6 +122,13 @@ export async function main(options: DemoOptions = {}): Promise<Sent[]> {
     print('kaisha moved to Los Angeles: its row and its digest recurrence changed in one transaction');
     const cancelled = await removeTenant(backend.store, schema, 'hallo');
     print(`hallo left: its row and ${cancelled} schedule(s) under tenant/hallo/ went in one transaction`);
+    await suspendTenant(backend.store, 'acme');
+    print('acme’s subscription lapsed: its digest is paused, not cancelled');
+    await walk(WEEK_ONE + 17 * DAY);
+    const resumed = await reinstateTenant(backend.store, 'acme');
+    print(`acme renewed: digest resumed, ${resumed.missed?.count ?? 0} missed Monday(s) not sent`);
+    await sendDigestNow(backend.store, 'kaisha');
+    print('support sent kaisha a digest by hand, beside its weekly ones');
     await walk(WEEK_ONE + 28 * DAY);
     stop.abort();
     await running;

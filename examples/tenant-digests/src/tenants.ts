@@ -72,13 +72,31 @@ export async function removeTenant(
 }
 
 /**
+ * A tenant's subscription lapses: its digest is paused (the row says why), not cancelled, so its grid,
+ * its count and its zone survive until the tenant renews.
+ */
+export async function suspendTenant(store: Store<pg.PoolClient>, tenantId: string): Promise<boolean> {
+  return store.transact((tx) => tx.pauseSchedule(digestKey(tenantId), { note: 'subscription lapsed' }));
+}
+
+/** The tenant renews: the digest resumes at its next Monday; the Mondays it missed are not sent. */
+export async function reinstateTenant(store: Store<pg.PoolClient>, tenantId: string) {
+  return store.transact((tx) => tx.resumeSchedule(digestKey(tenantId), { catchUp: 'skip' }));
+}
+
+/** Support sends a digest now, beside the weekly ones (its own occurrence id: the outbox keeps both). */
+export async function sendDigestNow(store: Store<pg.PoolClient>, tenantId: string): Promise<string> {
+  return store.transact((tx) => tx.triggerSchedule(digestKey(tenantId)));
+}
+
+/**
  * The digest handler: writes the digest to the outbox in the transaction that consumes the occurrence and
  * arms the next one. The occurrence id is the outbox's key, so even a digest whose commit failed after the
  * row was written cannot be sent twice.
  */
 export function digestHandlers(
   schema: string,
-  onSent: (tenantId: string, dueAt: Date, localTime: string) => void,
+  onSent: (tenantId: string, dueAt: Date, localTime: string, kind: string) => void,
 ): Handlers<DigestMessages, pg.PoolClient> {
   return {
     'digest.send': async (tx, message, { occurrence }) => {
@@ -102,7 +120,7 @@ export function digestHandlers(
          ON CONFLICT (occurrence_id) DO NOTHING`,
         [occurrence!.id, tenantId, occurrence!.at, localTime],
       );
-      onSent(tenantId, occurrence!.at, localTime);
+      onSent(tenantId, occurrence!.at, localTime, occurrence!.kind ?? 'scheduled');
     },
   };
 }
