@@ -4,6 +4,17 @@ import type pg from 'pg';
 import { type ConnectionTarget, isConnectionLost, toDuetimeError } from './errors.js';
 
 /**
+ * Where every statement of the backend goes: a pool, a connection inside a transaction, or (later) another
+ * library's transaction. One method, so that any executor of a PostgreSQL session can be plugged in.
+ */
+export interface PostgresExecutor {
+  query<R extends Record<string, unknown> = Record<string, unknown>>(
+    text: string,
+    params?: readonly unknown[],
+  ): Promise<{ rows: R[]; rowCount: number | null }>;
+}
+
+/**
  * Result parsing that ignores the application's global pg type parsers (an app may map `int8` to
  * BigInt or `timestamptz` to strings): duetime reads numbers as numbers, instants as epoch milliseconds
  * computed in SQL, and JSON as text it parses itself.
@@ -26,19 +37,9 @@ export const RAW_TYPES = {
   },
 } as unknown as pg.CustomTypesConfig;
 
-type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
+type Queryable = Pick<pg.Pool | pg.ClientBase, 'query'>;
 
-/** SQL text, optionally as a named prepared statement (parsed and planned once per connection). */
-export type Statement = string | { name: string; text: string };
-
-/** The pg query config of `statement` with `values`, read with {@link RAW_TYPES}. */
-export function queryConfig(statement: Statement, values: unknown[]): pg.QueryConfig {
-  return typeof statement === 'string'
-    ? { text: statement, values, types: RAW_TYPES }
-    : { name: statement.name, text: statement.text, values, types: RAW_TYPES };
-}
-
-/** The pool, what it points at, and the helpers every part of the backend runs its SQL through. */
+/** The pool, what it points at, and the executors every part of the backend runs its SQL through. */
 export class Connection {
   readonly pool: pg.Pool;
   readonly target: ConnectionTarget;
@@ -46,9 +47,12 @@ export class Connection {
   readonly #secret: string | undefined;
   readonly #ownsPool: boolean;
   readonly #clock: Clock;
+  /** Statement names by text, when prepared statements are on (names are per connection). */
+  readonly #names: Map<string, string> | undefined;
+  readonly #prefix: string;
   readonly #onPoolError = (error: Error) => {
     this.logger.warn('an idle PostgreSQL connection failed; the pool replaces it', {
-      error: toDuetimeError(error, 'idle connection', this.target, this.#secret),
+      error: this.error(error, 'idle connection'),
     });
   };
   /** Clients that already carry {@link #onClientError}. */
@@ -62,8 +66,8 @@ export class Connection {
     client.on('error', this.#onClientError);
   };
   #closed = false;
-
-  readonly #statementPrefix: string | undefined;
+  /** The executor on the pool. */
+  readonly exec: PostgresExecutor;
 
   constructor(options: {
     pool: pg.Pool;
@@ -75,10 +79,9 @@ export class Connection {
     preparedStatements: boolean;
   }) {
     this.#clock = options.clock;
-    // Names are per connection; the schema's hash keeps two backends sharing a pool apart.
-    this.#statementPrefix = options.preparedStatements
-      ? `duetime_${createHash('sha256').update(options.target.schema).digest('hex').slice(0, 10)}_`
-      : undefined;
+    // The schema's hash keeps two backends sharing a pool apart.
+    this.#prefix = `duetime_${createHash('sha256').update(options.target.schema).digest('hex').slice(0, 10)}_`;
+    this.#names = options.preparedStatements ? new Map() : undefined;
     this.pool = options.pool;
     this.#ownsPool = options.ownsPool;
     this.target = options.target;
@@ -88,10 +91,11 @@ export class Connection {
     // process. On the application's pool this only adds a log line; the pool still emits to its own.
     this.pool.on('error', this.#onPoolError);
     // pg-pool hands a client to a waiting caller with no error listener for a moment; a connection
-    // terminated in that moment (a restarted server, pg_terminate_backend) would emit an unheard
-    // `error` and crash the process. Every client of the pool gets a permanent listener that logs.
+    // terminated in that moment would emit an unheard `error` and crash the process. Every client of the
+    // pool gets a permanent listener that logs.
     this.pool.on('connect', this.#guard);
     this.pool.on('acquire', this.#guard);
+    this.exec = this.executor(this.pool);
   }
 
   get closed(): boolean {
@@ -102,12 +106,28 @@ export class Connection {
     if (this.#closed) throw new ClosedError('postgres backend');
   }
 
-  /**
-   * A statement run often with parameters: named (prepared once per connection, skipping the parse and
-   * plan of every later run) unless prepared statements are turned off.
-   */
-  prepared(name: string, text: string): Statement {
-    return this.#statementPrefix === undefined ? text : { name: this.#statementPrefix + name, text };
+  /** The name of `text` as a prepared statement, or undefined when they are off. */
+  #name(text: string): string | undefined {
+    if (!this.#names) return undefined;
+    let name = this.#names.get(text);
+    if (!name) {
+      name = this.#prefix + createHash('sha256').update(text).digest('hex').slice(0, 16);
+      this.#names.set(text, name);
+    }
+    return name;
+  }
+
+  /** An executor on `on` (the pool, or a client), reading results with {@link RAW_TYPES}. */
+  executor(on: Queryable, prepared = true): PostgresExecutor {
+    return {
+      query: async <R extends Record<string, unknown>>(text: string, params: readonly unknown[] = []) => {
+        this.check();
+        const name = prepared ? this.#name(text) : undefined;
+        const config: pg.QueryConfig = { text, values: params as unknown[], types: RAW_TYPES };
+        if (name) config.name = name;
+        return (await on.query(config)) as pg.QueryResult<R>;
+      },
+    };
   }
 
   /** Maps a pg error to a duetime error naming `operation` and the target. */
@@ -115,16 +135,15 @@ export class Connection {
     return toDuetimeError(error, operation, this.target, this.#secret);
   }
 
-  /** Runs one statement on `on` (the pool by default), mapping errors. */
+  /** Runs one statement on `exec` (the pool by default), mapping errors. */
   async query<R extends Record<string, unknown>>(
     operation: string,
-    statement: Statement,
-    values: unknown[] = [],
-    on: Queryable = this.pool,
-  ): Promise<pg.QueryResult<R>> {
-    this.check();
+    text: string,
+    params: readonly unknown[] = [],
+    exec: PostgresExecutor = this.exec,
+  ): Promise<{ rows: R[]; rowCount: number | null }> {
     try {
-      return (await on.query(queryConfig(statement, values))) as pg.QueryResult<R>;
+      return await exec.query<R>(text, params);
     } catch (error) {
       throw this.error(error, operation);
     }
@@ -161,19 +180,16 @@ export class Connection {
    */
   idempotent<R extends Record<string, unknown>>(
     operation: string,
-    statement: Statement,
-    values: unknown[] = [],
-  ): Promise<pg.QueryResult<R>> {
-    return this.#whileConnectionLost(
-      operation,
-      async () => (await this.pool.query(queryConfig(statement, values))) as pg.QueryResult<R>,
-    );
+    text: string,
+    params: readonly unknown[] = [],
+  ): Promise<{ rows: R[]; rowCount: number | null }> {
+    return this.#whileConnectionLost(operation, () => this.exec.query<R>(text, params));
   }
 
   /**
    * Checks a client out of the pool for a transaction, with an error listener attached while it is out
    * (pg emits `error` on a checked-out client whose socket dies; unheard, that would crash the process).
-   * Retries a few times when no connection can be made. Sends nothing: the transaction sends BEGIN.
+   * Retries a few times when no connection can be made.
    */
   checkout(operation: string): Promise<CheckedOutClient> {
     return this.#whileConnectionLost(

@@ -1,5 +1,5 @@
 import { type CursorBackend, InvalidArgumentError } from '@duetime/core';
-import type { Connection, Statement } from './connection.js';
+import type { Connection } from './connection.js';
 import { cursorSql } from './sql/cursors.js';
 import { quoteIdent } from './sql/ident.js';
 import { PG_MIN_TIME, pgTimestamp } from './sql/time.js';
@@ -11,15 +11,11 @@ import { PG_MIN_TIME, pgTimestamp } from './sql/time.js';
  */
 export class PostgresCursors implements CursorBackend {
   readonly #connection: Connection;
-  readonly #sql: Record<'read' | 'advance', Statement>;
+  readonly #sql: Record<'read' | 'advance', string>;
 
   constructor(connection: Connection) {
     this.#connection = connection;
-    const sql = cursorSql(quoteIdent(connection.target.schema));
-    this.#sql = {
-      read: connection.prepared('cursor_read', sql.read),
-      advance: connection.prepared('cursor_advance', sql.advance),
-    };
+    this.#sql = cursorSql(quoteIdent(connection.target.schema));
   }
 
   async read(key: string): Promise<Date | undefined> {

@@ -1,5 +1,5 @@
 import type { LeaseBackend, LeaseGrant, LeaseHolder } from '@duetime/core';
-import type { Connection, Statement } from './connection.js';
+import type { Connection } from './connection.js';
 import { quoteIdent } from './sql/ident.js';
 import { leaseSql } from './sql/leases.js';
 
@@ -13,17 +13,11 @@ import { leaseSql } from './sql/leases.js';
  */
 export class PostgresLeases implements LeaseBackend {
   readonly #connection: Connection;
-  readonly #sql: Record<'acquire' | 'renew' | 'release' | 'holder', Statement>;
+  readonly #sql: Record<'acquire' | 'renew' | 'release' | 'holder', string>;
 
   constructor(connection: Connection) {
     this.#connection = connection;
-    const sql = leaseSql(quoteIdent(connection.target.schema));
-    this.#sql = {
-      acquire: connection.prepared('lease_acquire', sql.acquire),
-      renew: connection.prepared('lease_renew', sql.renew),
-      release: connection.prepared('lease_release', sql.release),
-      holder: connection.prepared('lease_holder', sql.holder),
-    };
+    this.#sql = leaseSql(quoteIdent(connection.target.schema));
   }
 
   async acquire(key: string, owner: string, ttlMs: number): Promise<LeaseGrant | undefined> {

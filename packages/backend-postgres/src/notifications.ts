@@ -1,10 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { type Clock, type Logger, sleep, systemClock } from '@duetime/core';
+import { type Clock, type Logger, sleep, systemClock, type WatchEvent } from '@duetime/core';
 import type pg from 'pg';
 import { quoteIdent } from './sql/ident.js';
 
-/** What a listener hears: the earliest deadline among the schedules a commit put, when known. */
-export type ChangeHandler = (change: { earliest?: Date }) => void;
+/** What a listener hears (see core's `WatchEvent`). */
+export type ChangeHandler = (event: WatchEvent) => void;
 
 /**
  * Least time between two announcements of one backend instance, in ms. Commits made meanwhile are merged
@@ -18,39 +18,6 @@ export const ANNOUNCE_SPACING_MS = 2;
  * a wake-up until the rescan.
  */
 export const NOTIFY = "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)";
-
-/**
- * "Nothing is due before T", as the last next-due lookup found, kept while nothing that lookup could not
- * have seen has happened since: a commit of this backend instance that scheduled something, a
- * notification from another one, a gap in listening. A delivery asked for at an instant before T then
- * answers "nothing due" without a query. Only while the LISTEN connection is up, so that other instances'
- * commits are heard; a lookup that overlapped a change records nothing.
- */
-export class QuietWindow {
-  #until: number | undefined;
-  #generation = 0;
-  /** Whether other instances' commits are heard now (set by the notifier). */
-  listening = false;
-
-  /** Something may have become due earlier than the last lookup found. */
-  changed(): void {
-    this.#generation++;
-    this.#until = undefined;
-  }
-
-  /** Starts a next-due lookup; call the result with what it found (undefined: nothing pending). */
-  look(): (next: number | undefined) => void {
-    const generation = this.#generation;
-    return (next) => {
-      if (generation === this.#generation) this.#until = next ?? Number.POSITIVE_INFINITY;
-    };
-  }
-
-  /** Whether nothing can be due at `now`. */
-  quiet(now: number): boolean {
-    return this.listening && this.#until !== undefined && now < this.#until;
-  }
-}
 
 /** Longest channel name PostgreSQL accepts (NAMEDATALEN - 1 bytes). */
 const MAX_CHANNEL_BYTES = 63;
@@ -77,14 +44,12 @@ export function channelFor(schema: string): string {
  *
  * Listening: one dedicated connection per backend instance LISTENs, opened only while somebody watches.
  * Each time it starts listening (first time, and after reconnecting with backoff when the connection
- * drops) it reports a change without a deadline, because commits made before were not heard: the
- * dispatcher rescans.
+ * drops) it reports `live` (commits made before were not heard: core looks at the store again); a lost
+ * connection is reported `lost`; other instances' announcements are reported as `change`.
  */
 export class ChangeNotifier {
   /** Identifies this instance's own notifications, which core already reports as local changes. */
   readonly instanceId = randomBytes(6).toString('hex');
-  /** What the last next-due lookup found, while nothing changed (see {@link QuietWindow}). */
-  readonly quiet = new QuietWindow();
   readonly channel: string;
   readonly #createClient: () => pg.Client;
   readonly #send: (channel: string, payload: string) => Promise<unknown>;
@@ -117,7 +82,6 @@ export class ChangeNotifier {
 
   /** Tells other instances that a commit put schedules, the earliest due at `earliest`. Never throws. */
   announce(earliest: number): void {
-    this.quiet.changed();
     this.#pending = this.#pending === null ? earliest : Math.min(this.#pending, earliest);
     this.#sending ??= this.#drain().finally(() => {
       this.#sending = undefined;
@@ -173,8 +137,7 @@ export class ChangeNotifier {
     void run.done.finally(() => this.#stopping.delete(run.done));
   }
 
-  #emit(change: { earliest?: Date }): void {
-    this.quiet.changed();
+  #emit(change: WatchEvent): void {
     for (const handler of [...this.#handlers]) {
       try {
         handler(change);
@@ -189,12 +152,13 @@ export class ChangeNotifier {
     const [instance, earliest] = (message.payload ?? '').split(':');
     if (instance === this.instanceId) return;
     const ms = earliest ? Number(earliest) : Number.NaN;
-    this.#emit(Number.isFinite(ms) ? { earliest: new Date(ms) } : {});
+    this.#emit(Number.isFinite(ms) ? { type: 'change', earliest: new Date(ms) } : { type: 'change' });
   }
 
   async #listen(signal: AbortSignal): Promise<void> {
     let failures = 0;
     let missedSome = false;
+    let live = false;
     const aborted = new Promise<void>((resolve) =>
       signal.addEventListener('abort', () => resolve(), { once: true }),
     );
@@ -209,11 +173,10 @@ export class ChangeNotifier {
         await client.connect();
         await client.query(`LISTEN ${quoteIdent(this.channel)}`);
         if (signal.aborted) break;
-        // Commits between the watcher's last look and this LISTEN were not heard: report a change without
-        // a deadline, so a dispatcher rescans (also on the first connection, which closes the start-up gap).
+        // Commits between the watcher's last look and this LISTEN were not heard: core looks again at `live`.
         if (missedSome) this.#logger.info('listening for schedule changes again', { channel: this.channel });
-        this.quiet.listening = true;
-        this.#emit({});
+        live = true;
+        this.#emit({ type: 'live' });
         failures = 0;
         const reason = await Promise.race([lost, aborted]);
         if (signal.aborted) break;
@@ -231,8 +194,8 @@ export class ChangeNotifier {
           error,
         });
       } finally {
-        this.quiet.listening = false;
-        this.quiet.changed();
+        if (live && !signal.aborted) this.#emit({ type: 'lost' });
+        live = false;
         await client.end().catch(() => {});
       }
       // Backoff with jitter: 100 ms after a drop, doubling per failed attempt, at most 5 s.

@@ -1,31 +1,89 @@
 import {
   type Backend,
   BackendError,
-  BackendLifecycle,
-  createStore,
-  guardCursors,
-  guardLeases,
+  defineBackend,
+  durationOption,
+  InvalidArgumentError,
+  readFactoryOptions,
 } from '@duetime/core';
 import type pg from 'pg';
-import {
-  type PostgresBackendOptions,
-  type PostgresConnection,
-  type ResolvedConfig,
-  resolveConfig,
-} from './config.js';
 import { Connection } from './connection.js';
 import { PostgresCursors } from './cursors.js';
 import { describeTarget } from './errors.js';
 import { PostgresLeases } from './leases.js';
 import { type MigrationResult, requireCurrentSchema, runMigrations } from './migrate.js';
 import { ChangeNotifier, NOTIFY } from './notifications.js';
-import { PostgresStoreDriver } from './store.js';
+import {
+  type PostgresBackendOptions,
+  type PostgresConnection,
+  RENAMED_OPTIONS,
+  type ResolvedConnection,
+  type ResolvedOptions,
+  readOptions,
+  resolveConnection,
+  schemaProblem,
+} from './options.js';
+import { type PostgresUnit, PostgresStore } from './store.js';
+
+function openConnection(
+  resolved: ResolvedConnection,
+  options: Pick<ConstructorParameters<typeof Connection>[0], 'logger' | 'clock' | 'preparedStatements'>,
+): Connection {
+  return new Connection({ ...resolved, ...options });
+}
+
+const openPostgres = defineBackend<
+  PostgresConnection,
+  PostgresBackendOptions,
+  ResolvedOptions,
+  pg.PoolClient,
+  PostgresUnit
+>({
+  name: 'postgres',
+  factory: 'createPostgresBackend',
+  renamed: RENAMED_OPTIONS,
+  connectTimeoutMs: 10_000,
+  options: readOptions,
+  async open(target, ctx) {
+    const { options, logger, clock } = ctx;
+    const resolved = resolveConnection(target, options, ctx.connectTimeoutMs);
+    const connection = openConnection(resolved, {
+      logger,
+      clock,
+      preparedStatements: options.preparedStatements,
+    });
+    ctx.onClose(() => connection.close());
+    // One round trip, bounded by connectTimeoutMs even on an application pool configured without a
+    // connection timeout, so a wrong address or a silent network fails with a clear error.
+    await ctx.connect(`PostgreSQL (${describeTarget(resolved.target)})`, () =>
+      connection.query('connect', 'SELECT 1'),
+    );
+    if (options.migrate) await runMigrations(connection);
+    else await requireCurrentSchema(connection);
+    const notifier = new ChangeNotifier({
+      schema: options.schema,
+      createClient: resolved.listenClient,
+      send: (channel, payload) => connection.query('announce schedule change', NOTIFY, [channel, payload]),
+      logger,
+      clock,
+    });
+    ctx.onClose(() => notifier.close());
+    return {
+      store: new PostgresStore(connection, notifier, options.claimTimeoutMs),
+      leases: new PostgresLeases(connection),
+      cursors: new PostgresCursors(connection),
+      capabilities: { multiProcess: true, durable: true, sql: true, exclusiveClaims: true },
+      describe: `postgres backend (${describeTarget(resolved.target)})`,
+    };
+  },
+});
 
 /**
  * Opens duetime on PostgreSQL: checks the connection, migrates the schema (or, with `migrate: false`,
- * checks that it exists and is current, creating and changing nothing), and returns the {@link Backend}. `tx.sql` inside `store.transact` is the
- * pg client running the transaction, so the application's own statements commit atomically with its
- * schedules.
+ * checks that it exists and is current, creating and changing nothing), and returns the {@link Backend}.
+ * `tx.sql` inside `store.transact` is the pg client running the transaction, so the application's own
+ * statements commit atomically with its schedules; `store.join(client, fn)` works inside a transaction
+ * the application began on its own pg client.
  *
  * Fails fast, never hangs: a bad URL or option throws an InvalidArgumentError at once; an unreachable
  * server, wrong credentials, a missing database or a schema the user may not use reject with a
@@ -43,45 +101,11 @@ import { PostgresStoreDriver } from './store.js';
  *   });
  * });
  */
-export async function createPostgresBackend(
+export function createPostgresBackend(
   connection: PostgresConnection,
   options: PostgresBackendOptions = {},
 ): Promise<Backend<pg.PoolClient>> {
-  const config = resolveConfig(connection, options);
-  const conn = openConnection(config);
-  try {
-    await firstContact(conn, config.connectTimeoutMs);
-    if (config.migrate) await runMigrations(conn);
-    else await requireCurrentSchema(conn);
-  } catch (error) {
-    await conn.close().catch(() => {});
-    throw error;
-  }
-  const notifier = new ChangeNotifier({
-    schema: config.schema,
-    createClient: config.listenClient,
-    send: (channel, payload) =>
-      conn.query('announce schedule change', conn.prepared('notify', NOTIFY), [channel, payload]),
-    logger: config.logger,
-    clock: config.clock,
-  });
-  const store = createStore(new PostgresStoreDriver(conn, notifier), {
-    clock: config.clock,
-    logger: config.logger,
-  });
-  const lifecycle = new BackendLifecycle('postgres backend');
-  return {
-    name: 'postgres',
-    store,
-    leases: guardLeases(new PostgresLeases(conn), lifecycle),
-    cursors: guardCursors(new PostgresCursors(conn), lifecycle),
-    capabilities: { multiProcess: true, durable: true, sql: true, exclusiveClaims: true },
-    close: () =>
-      lifecycle.close(async () => {
-        await store.close();
-        await conn.close();
-      }),
-  };
+  return openPostgres(connection, options);
 }
 
 /**
@@ -96,43 +120,38 @@ export async function migrate(
     'schema' | 'logger' | 'connectTimeoutMs' | 'connectionTimeoutMs' | 'applicationName'
   > = {},
 ): Promise<MigrationResult> {
-  const config = resolveConfig(connection, { ...options, poolSize: 1 });
-  const conn = openConnection(config);
+  const { options: given, logger, clock } = readFactoryOptions(options, {
+    factory: 'migrate',
+    renamed: RENAMED_OPTIONS,
+  });
+  const schema = given.schema ?? 'duetime';
+  const problem = typeof schema === 'string' ? schemaProblem(schema) : 'must be a string';
+  if (problem) throw new InvalidArgumentError('options.schema', schema, problem);
+  const connectTimeoutMs = durationOption('options.connectTimeoutMs', given.connectTimeoutMs, 10_000);
+  const resolved = resolveConnection(
+    connection,
+    { schema, poolSize: 1, applicationName: given.applicationName ?? 'duetime', idleInTransactionTimeoutMs: 0 },
+    connectTimeoutMs,
+  );
+  const conn = openConnection(resolved, { logger, clock, preparedStatements: false });
   try {
-    await firstContact(conn, config.connectTimeoutMs);
+    await firstContact(conn, connectTimeoutMs);
     return await runMigrations(conn);
   } finally {
     await conn.close();
   }
 }
 
-function openConnection(config: ResolvedConfig): Connection {
-  return new Connection({
-    pool: config.pool,
-    ownsPool: config.ownsPool,
-    target: config.target,
-    secret: config.secret,
-    logger: config.logger,
-    clock: config.clock,
-    preparedStatements: config.preparedStatements,
-  });
-}
-
-/**
- * One round trip, bounded by `timeoutMs` even on an application pool configured without a connection
- * timeout, so a wrong address or a silent network fails with a clear error instead of hanging.
- */
+/** One round trip, bounded by `timeoutMs` whatever the pool's own connection timeout. */
 async function firstContact(conn: Connection, timeoutMs: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(
       () =>
         reject(
-          new BackendError(
-            'connect',
-            `no answer within ${timeoutMs} ms (tried ${describeTarget(conn.target)})`,
-            { transient: true },
-          ),
+          new BackendError('connect', `no answer within ${timeoutMs} ms (tried ${describeTarget(conn.target)})`, {
+            transient: true,
+          }),
         ),
       timeoutMs,
     );

@@ -1,200 +1,435 @@
+import { randomBytes } from 'node:crypto';
 import {
-  createBufferedDelivery,
+  BackendError,
+  type Changes,
+  type Claimed,
+  type ClaimRequest,
+  type DeadLetterListQuery,
   type DeadLetterRecord,
-  type DeliveryTransaction,
-  type DriverDeadLetterQuery,
-  type DriverScheduleQuery,
-  type DriverTransaction,
+  decodeDeadLetter,
+  decodeEvent,
+  decodeSchedule,
   type Event,
+  InvalidArgumentError,
+  type ListQuery,
+  refuseTransactionControl,
   type Schedule,
-  type StoreDriver,
+  type ScheduleHead,
+  type StoreAdapter,
+  type Unit,
+  type WatchEvent,
+  type Write,
 } from '@duetime/core';
 import type pg from 'pg';
-import { type CheckedOutClient, type Connection, RAW_TYPES, type Statement } from './connection.js';
-import { isConnectionLost } from './errors.js';
+import type { CheckedOutClient, Connection, PostgresExecutor } from './connection.js';
+import { sqlState } from './errors.js';
 import type { ChangeNotifier } from './notifications.js';
-import { toDeadLetter, toEvent, toSchedule } from './rows.js';
 import { type DeadLetterRow, deadLetterSql } from './sql/dead-letters.js';
 import { type EventRow, eventSql } from './sql/events.js';
-import { literal, quoteIdent } from './sql/ident.js';
+import { quoteIdent } from './sql/ident.js';
 import { type ScheduleRow, scheduleSql } from './sql/schedules.js';
 import { PG_MIN_TIME, pgTimestamp } from './sql/time.js';
-import { BEGIN, last, PostgresDelivery, PostgresTransaction, type Statements } from './transaction.js';
+import { type Statements, Writer } from './writes.js';
 
 /**
- * The {@link StoreDriver} on PostgreSQL. Reads outside transactions run on the pool (retried when a
- * pooled connection turns out to be dead); transactions are interactive ({@link PostgresTransaction}).
- *
- * Isolation is READ COMMITTED (PostgreSQL's default), made safe by row locks and constraints instead of
- * snapshots: a put is an upsert holding the key's row lock; a delivery's claim locks its rows with
- * `FOR UPDATE SKIP LOCKED` and deletes them in the same statement; an append relies on the primary key
- * (aggregate_id, sequence), so a concurrent append surfaces as a unique violation =
- * `ConflictError('aggregate')`.
- * Serialization failures and deadlocks surface as `ConflictError('serialization')`; core re-runs.
+ * Every transaction starts at READ COMMITTED whatever the server's default, because that is the level
+ * duetime's statements are written for; the application may still raise it with
+ * `SET TRANSACTION ISOLATION LEVEL …` as the first statement on `tx.sql`.
  */
-export class PostgresStoreDriver implements StoreDriver<pg.PoolClient> {
+const BEGIN = 'BEGIN ISOLATION LEVEL READ COMMITTED';
+const PART = 'duetime_part';
+const JOIN = 'duetime_join';
+/** SQLSTATE of a statement sent in an aborted transaction, and of a savepoint outside any. */
+const IN_FAILED_TRANSACTION = '25P02';
+const NO_TRANSACTION = '25P01';
+const ABORTED =
+  'a statement inside the part failed (an error caught inside the processor) and aborted the transaction';
+
+/** A unit of work: a transaction on a connection of its own (or the application's), and its claims. */
+export interface PostgresUnit extends Unit<pg.PoolClient> {
+  readonly sql?: pg.PoolClient;
+  readonly claimed?: readonly Claimed[];
+  /** Who holds the claims (`claim_owner`). */
+  readonly owner: string;
+  /** The connection checked out for this unit (none for a joined one, or a claim that found nothing). */
+  readonly out?: CheckedOutClient;
+  /** The connection the unit's statements go to. */
+  readonly client?: pg.ClientBase;
+  readonly writer?: Writer;
+  /** A unit on the application's transaction (`join`): ends with a savepoint, never with COMMIT. */
+  readonly joined: boolean;
+  /** Whether BEGIN went out (it waits for the first statement, so a transaction that only puts is one). */
+  begun: boolean;
+  /** A failure of BEGIN queued ahead of the application's statements, reported by the commit. */
+  failure?: unknown;
+  ended: boolean;
+}
+
+/**
+ * The store adapter on PostgreSQL, interactive: each unit is a transaction at READ COMMITTED, made safe by
+ * row locks and constraints instead of snapshots (a put is an upsert holding the key's row lock; an
+ * append relies on the primary key). A delivery first claims its schedules in a short statement committed
+ * on its own (`claimed_until`, `claim_owner`: see `claim` in sql/schedules.ts), then settles them in its
+ * transaction with one statement per kind of outcome.
+ */
+export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> {
   readonly #connection: Connection;
   readonly #notifier: ChangeNotifier;
   readonly #sql: Statements;
-  readonly #loadEvents: Statement;
-  readonly #loadSchedule: Statement;
-  readonly #due: Statement;
-  readonly #nextDue: Statement;
-  readonly #loadDeadLetter: Statement;
+  readonly #where: string;
+  readonly #claimTimeoutMs: number;
+  readonly renewEveryMs: number;
 
-  constructor(connection: Connection, notifier: ChangeNotifier) {
+  constructor(connection: Connection, notifier: ChangeNotifier, claimTimeoutMs: number) {
     this.#connection = connection;
     this.#notifier = notifier;
     const s = quoteIdent(connection.target.schema);
     this.#sql = { schedules: scheduleSql(s), events: eventSql(s), deadLetters: deadLetterSql(s) };
-    this.#loadEvents = connection.prepared('load_events', this.#sql.events.load('$1'));
-    this.#loadSchedule = connection.prepared('load_schedule', this.#sql.schedules.load('$1'));
-    this.#due = connection.prepared('due', this.#sql.schedules.due);
-    this.#nextDue = connection.prepared('next_due', this.#sql.schedules.nextDue);
-    this.#loadDeadLetter = connection.prepared('load_dead_letter', this.#sql.deadLetters.load('$1'));
+    this.#where = `schema ${JSON.stringify(connection.target.schema)}`;
+    this.#claimTimeoutMs = claimTimeoutMs;
+    this.renewEveryMs = Math.max(1, Math.floor(claimTimeoutMs / 3));
   }
 
-  async begin(): Promise<DriverTransaction<pg.PoolClient>> {
-    const out = await this.#connection.checkout('begin transaction');
-    return new PostgresTransaction(this.#connection, out, this.#sql, this.#notifier);
+  async begin(claim?: ClaimRequest): Promise<PostgresUnit> {
+    const owner = randomBytes(8).toString('hex');
+    let claimed: Claimed[] | undefined;
+    if (claim) {
+      claimed = await this.#claim(claim, owner);
+      if (claimed.length === 0) return { owner, claimed, joined: false, begun: false, ended: false };
+    }
+    let out: CheckedOutClient;
+    try {
+      out = await this.#connection.checkout('begin transaction');
+    } catch (error) {
+      if (claimed) await this.#release(claimed, owner);
+      throw error;
+    }
+    return this.#unit(out.client, { owner, out, joined: false, ...(claimed ? { claimed } : {}) });
+  }
+
+  #unit(
+    client: pg.ClientBase,
+    fields: Pick<PostgresUnit, 'owner' | 'out' | 'joined' | 'claimed'>,
+  ): PostgresUnit {
+    const unit: PostgresUnit = {
+      ...fields,
+      client,
+      writer: new Writer(this.#connection, this.#sql, this.#connection.executor(client)),
+      begun: fields.joined,
+      ended: false,
+      sql: guardSql(client, () => {
+        if (unit.begun) return;
+        unit.begun = true;
+        client.query(BEGIN).catch((error: unknown) => {
+          unit.failure ??= error;
+        });
+      }) as pg.PoolClient,
+    };
+    return unit;
+  }
+
+  async #claim(claim: ClaimRequest, owner: string): Promise<Claimed[]> {
+    // Nothing can be due before the earliest instant PostgreSQL stores.
+    if (claim.now.getTime() < PG_MIN_TIME) return [];
+    const result = await this.#connection.query<ScheduleRow>('claim due schedules', this.#sql.schedules.claim, [
+      pgTimestamp(claim.now),
+      claim.limit,
+      this.#claimTimeoutMs,
+      owner,
+    ]);
+    return result.rows.map((row) => {
+      const schedule: Claimed = this.#schedule(row);
+      if (row.interrupted) schedule.interrupted = true;
+      return schedule;
+    });
+  }
+
+  /** Ends claims in a short statement of their own, telling other instances they are due again. */
+  async #release(claimed: readonly Claimed[], owner: string): Promise<void> {
+    if (claimed.length === 0) return;
+    await this.#connection.query('release schedules', this.#sql.schedules.release, [
+      claimed.map((s) => s.key),
+      owner,
+    ]);
+    this.#notifier.announce(Math.min(...claimed.map((s) => s.dueAt.getTime())));
+  }
+
+  /** The executor of `unit`'s transaction, after its BEGIN; the pool's without a unit. */
+  async #exec(unit: PostgresUnit | undefined): Promise<PostgresExecutor> {
+    if (!unit?.client) return this.#connection.exec;
+    await this.#begin(unit);
+    return this.#connection.executor(unit.client);
+  }
+
+  async #begin(unit: PostgresUnit): Promise<void> {
+    if (unit.ended) throw new BackendError('use a transaction', 'the transaction has already ended');
+    this.#reportFailure(unit, 'begin transaction');
+    if (unit.begun) return;
+    unit.begun = true;
+    await this.#control(unit, 'begin transaction', BEGIN);
+  }
+
+  #reportFailure(unit: PostgresUnit, operation: string): void {
+    if (unit.failure !== undefined) throw this.#connection.error(unit.failure, operation);
+  }
+
+  /** Sends transaction control (several statements: the simple protocol, no parameters). */
+  async #control(unit: PostgresUnit, operation: string, text: string): Promise<pg.QueryResult> {
+    this.#connection.check();
+    try {
+      const result = (await unit.client!.query(text)) as pg.QueryResult | pg.QueryResult[];
+      return Array.isArray(result) ? result[result.length - 1]! : result;
+    } catch (error) {
+      throw this.#connection.error(error, operation);
+    }
+  }
+
+  async write(unit: PostgresUnit, writes: readonly Write[]): Promise<number[]> {
+    await this.#begin(unit);
+    return unit.writer!.apply(writes);
+  }
+
+  async part<T>(unit: PostgresUnit, fn: () => Promise<T>): Promise<T> {
+    await this.#begin(unit);
+    await this.#control(unit, 'start a delivery part', `SAVEPOINT ${PART}`);
+    let result: T;
+    try {
+      result = await fn();
+    } catch (error) {
+      await this.#control(unit, 'undo a delivery part', `ROLLBACK TO SAVEPOINT ${PART}; RELEASE SAVEPOINT ${PART}`);
+      throw error;
+    }
+    try {
+      await unit.client!.query(`RELEASE SAVEPOINT ${PART}`);
+    } catch (error) {
+      if (sqlState(error) !== IN_FAILED_TRANSACTION) throw this.#connection.error(error, 'end a delivery part');
+      await this.#control(unit, 'undo a delivery part', `ROLLBACK TO SAVEPOINT ${PART}; RELEASE SAVEPOINT ${PART}`);
+      throw new BackendError('end a delivery part', ABORTED, { cause: error });
+    }
+    return result;
+  }
+
+  async commit(unit: PostgresUnit, changes: Changes): Promise<void> {
+    if (unit.ended) throw new BackendError('commit', 'the transaction has already ended');
+    const writer = unit.writer;
+    if (!writer) {
+      // A claim that found nothing: no transaction was opened.
+      unit.ended = true;
+      return;
+    }
+    const operation = unit.claimed ? 'commit a delivery batch' : 'commit';
+    try {
+      if (!unit.begun && !unit.joined && (await this.#alone(unit, changes))) return;
+      await this.#begin(unit);
+      await writer.apply(changes.writes);
+      await writer.settle(changes.settlements, unit.owner);
+      if (unit.joined) {
+        if (writer.earliest !== undefined)
+          await this.#connection.query('announce schedule change', 'SELECT pg_notify($1, $2)', [
+            this.#notifier.channel,
+            `${this.#notifier.instanceId}:${writer.earliest}`,
+          ], this.#connection.executor(unit.client!));
+        await this.#control(unit, operation, `RELEASE SAVEPOINT ${JOIN}`);
+        unit.ended = true;
+        return;
+      }
+      const result = await this.#control(unit, operation, 'COMMIT');
+      unit.ended = true;
+      unit.out!.release(false);
+      // PostgreSQL answers COMMIT of a transaction already aborted by an error (one the application caught
+      // and swallowed) with ROLLBACK, not with an error.
+      if (result.command === 'ROLLBACK')
+        throw new BackendError(
+          operation,
+          'the transaction had failed on an earlier statement (an error caught inside it) and was rolled back',
+        );
+    } catch (error) {
+      if (!unit.ended) await this.rollback(unit).catch(() => {});
+      else if (unit.claimed) await this.#release(unit.claimed, unit.owner).catch(() => {});
+      throw error;
+    }
+    if (writer.earliest !== undefined) this.#notifier.announce(writer.earliest);
   }
 
   /**
-   * Claims and consumes a page of due schedules in one statement (see `claim` in sql/schedules.ts), sent
-   * with the BEGIN in one round trip, on a connection of its own. With nothing due, the transaction ends
-   * at once (its ROLLBACK goes out without being waited for) and an empty delivery is returned, holding
-   * no connection.
+   * A plain transaction that sent nothing yet: with no writes, it ends without a round trip; with writes
+   * that are one statement (puts of distinct keys), that statement is the transaction.
    */
-  async deliver(now: Date, limit: number): Promise<DeliveryTransaction<pg.PoolClient>> {
-    // Nothing can be due before the earliest instant PostgreSQL stores, nor before what the last
-    // next-due lookup found while nothing changed since (see QuietWindow).
-    if (now.getTime() < PG_MIN_TIME || this.#notifier.quiet.quiet(now.getTime()))
-      return this.#nothingDue(Promise.resolve());
-    const operation = 'claim due schedules';
-    const text = `${BEGIN}; ${this.#sql.schedules.claim(literal(pgTimestamp(now)), literal(limit))}`;
-    let out = await this.#connection.checkout(operation);
-    let rows: ScheduleRow[];
-    try {
-      rows = await this.#claim(out, text);
-    } catch (error) {
-      // A pooled connection that had died (a restarted or failed-over server): nothing reached the
-      // server, so the claim starts over once on a fresh one.
-      if (!isConnectionLost(error) || this.#connection.closed) {
-        await out.rollback();
-        throw this.#connection.error(error, operation);
-      }
-      out.release(true);
-      out = await this.#connection.checkout(operation);
-      try {
-        rows = await this.#claim(out, text);
-      } catch (again) {
-        await out.rollback();
-        throw this.#connection.error(again, operation);
-      }
-    }
-    if (rows.length === 0) return this.#nothingDue(out.rollback());
-    let claimed: Schedule[];
-    try {
-      claimed = rows.map(toSchedule);
-    } catch (error) {
-      await out.rollback();
-      throw error;
-    }
-    return new PostgresDelivery(this.#connection, out, this.#sql, this.#notifier, claimed);
+  async #alone(unit: PostgresUnit, changes: Changes): Promise<boolean> {
+    if (changes.settlements.length > 0 || unit.claimed) return false;
+    const steps = Writer.plan(changes.writes);
+    if (steps.length > 1 || (steps.length === 1 && !('keys' in steps[0]!))) return false;
+    if (steps.length === 1) await unit.writer!.apply(changes.writes);
+    unit.ended = true;
+    unit.out!.release(false);
+    if (unit.writer!.earliest !== undefined) this.#notifier.announce(unit.writer!.earliest);
+    return true;
   }
 
-  async #claim(out: CheckedOutClient, text: string): Promise<ScheduleRow[]> {
+  async rollback(unit: PostgresUnit): Promise<void> {
+    if (unit.ended) return;
+    unit.ended = true;
+    try {
+      if (unit.joined) {
+        await this.#control(unit, 'undo the joined writes', `ROLLBACK TO SAVEPOINT ${JOIN}; RELEASE SAVEPOINT ${JOIN}`);
+      } else if (unit.out) {
+        if (unit.begun) await unit.out.rollback();
+        else unit.out.release(false);
+      }
+    } finally {
+      if (unit.claimed) await this.#release(unit.claimed, unit.owner);
+    }
+  }
+
+  async join(handle: unknown): Promise<PostgresUnit> {
+    const client = handle as pg.ClientBase | null;
+    if (typeof client !== 'object' || client === null || typeof client.query !== 'function')
+      throw new InvalidArgumentError('handle', handle, 'must be a pg client (PoolClient or Client) inside BEGIN');
     this.#connection.check();
-    const result = last(
-      (await out.client.query({ text, types: RAW_TYPES })) as unknown as pg.QueryResult<ScheduleRow>[],
-    );
-    return result.rows;
+    try {
+      await client.query(`SAVEPOINT ${JOIN}`);
+    } catch (error) {
+      const state = sqlState(error);
+      if (state === NO_TRANSACTION || state === IN_FAILED_TRANSACTION)
+        throw new InvalidArgumentError(
+          'handle',
+          '(pg client)',
+          state === NO_TRANSACTION
+            ? 'is not inside a transaction: send BEGIN on it first'
+            : 'is inside a transaction that failed on an earlier statement',
+        );
+      throw this.#connection.error(error, 'join a transaction');
+    }
+    return this.#unit(client, { owner: randomBytes(8).toString('hex'), joined: true });
   }
 
-  /** A delivery that claimed nothing; `ended` is the end of the transaction that looked. */
-  #nothingDue(ended: Promise<void>): DeliveryTransaction<pg.PoolClient> {
-    return createBufferedDelivery<pg.PoolClient>({
-      claimed: [],
-      reads: this,
-      commit: async () => {},
-      rollback: () => ended,
-    });
-  }
-
-  async loadEvents(aggregateId: string): Promise<Event[]> {
-    const result = await this.#connection.idempotent<EventRow>('load events', this.#loadEvents, [
-      aggregateId,
+  async renew(unit: PostgresUnit): Promise<void> {
+    if (unit.ended || !unit.claimed?.length) return;
+    await this.#connection.query('renew claims', this.#sql.schedules.renew, [
+      unit.claimed.map((s) => s.key),
+      this.#claimTimeoutMs,
+      unit.owner,
     ]);
-    return result.rows.map((row) => toEvent(aggregateId, row));
   }
 
-  async loadSchedule(key: string): Promise<Schedule | undefined> {
-    const result = await this.#connection.idempotent<ScheduleRow>('load schedule', this.#loadSchedule, [key]);
-    const row = result.rows[0];
-    return row ? toSchedule(row) : undefined;
+  #schedule(row: ScheduleRow): Schedule {
+    return decodeSchedule(
+      {
+        key: row.key,
+        at: row.at_ms,
+        dueAt: row.due_ms,
+        version: row.version,
+        attempts: row.attempts,
+        message: row.message,
+        lastError: row.last_error,
+        recurrence: row.recurrence,
+      },
+      this.#where,
+    );
   }
 
-  async listSchedules(query: DriverScheduleQuery): Promise<Schedule[]> {
-    const { through, prefix, after, limit } = query;
-    // Nothing can be due before the earliest instant PostgreSQL stores.
-    if (through && through.getTime() < PG_MIN_TIME) return [];
-    const values: unknown[] = [];
-    if (through) values.push(pgTimestamp(through));
-    if (prefix !== undefined) values.push(prefix);
-    if (after) values.push(pgTimestamp(new Date(Math.max(after.at, PG_MIN_TIME))), after.key);
-    values.push(limit);
+  async #read<R extends Record<string, unknown>>(
+    operation: string,
+    text: string,
+    params: unknown[],
+    unit: PostgresUnit | undefined,
+  ): Promise<R[]> {
+    if (!unit?.client) return (await this.#connection.idempotent<R>(operation, text, params)).rows;
+    return (await this.#connection.query<R>(operation, text, params, await this.#exec(unit))).rows;
+  }
+
+  async loadSchedule(key: string, unit?: PostgresUnit): Promise<Schedule | undefined> {
+    const [row] = await this.#read<ScheduleRow>('load schedule', this.#sql.schedules.load, [key], unit);
+    return row ? this.#schedule(row) : undefined;
+  }
+
+  async loadEvents(aggregateId: string, unit?: PostgresUnit): Promise<Event[]> {
+    const rows = await this.#read<EventRow>('load events', this.#sql.events.load, [aggregateId], unit);
+    return rows.map((row) =>
+      decodeEvent(aggregateId, { sequence: row.sequence, type: row.type, data: row.data, timestamp: row.ts }, this.#where),
+    );
+  }
+
+  async listSchedules(query: ListQuery, unit?: PostgresUnit): Promise<ScheduleHead[]> {
+    const { order, through, prefix, after, recurring, limit } = query;
+    const heads = query.select === 'heads';
+    // Nothing is at or before an instant earlier than PostgreSQL stores.
+    if (through && order !== 'key' && through.getTime() < PG_MIN_TIME) return [];
+    const params: unknown[] = [];
+    if (through && order !== 'key') params.push(pgTimestamp(through));
+    if (prefix !== undefined) params.push(prefix);
+    if (recurring !== undefined) params.push(recurring);
+    if (after) {
+      if (order !== 'key') params.push(pgTimestamp(new Date(Math.max(after.at, PG_MIN_TIME))));
+      params.push(after.key);
+    }
+    params.push(limit);
     const text = this.#sql.schedules.list({
+      order,
       through: through !== undefined,
       prefix: prefix !== undefined,
       after: after !== undefined,
+      recurring: recurring !== undefined,
+      heads,
     });
-    const result = await this.#connection.idempotent<ScheduleRow>('list schedules', text, values);
-    return result.rows.map(toSchedule);
+    const rows = await this.#read<ScheduleRow>('list schedules', text, params, unit);
+    if (!heads) return rows.map((row) => this.#schedule(row));
+    return rows.map((row) => ({
+      key: row.key,
+      at: new Date(row.at_ms),
+      dueAt: new Date(row.due_ms),
+      version: row.version,
+      attempts: row.attempts,
+    }));
   }
 
-  async dueSchedules(now: Date, limit: number): Promise<Schedule[]> {
-    if (now.getTime() < PG_MIN_TIME) return [];
-    const result = await this.#connection.idempotent<ScheduleRow>('find due schedules', this.#due, [
-      pgTimestamp(now),
-      limit,
-    ]);
-    return result.rows.map(toSchedule);
-  }
-
-  async loadDeadLetter(key: string): Promise<DeadLetterRecord | undefined> {
-    const result = await this.#connection.idempotent<DeadLetterRow>(
-      'load dead letter',
-      this.#loadDeadLetter,
-      [key],
-    );
-    const row = result.rows[0];
-    return row ? toDeadLetter(row) : undefined;
-  }
-
-  async listDeadLetters(query: DriverDeadLetterQuery): Promise<DeadLetterRecord[]> {
+  async listDeadLetters(query: DeadLetterListQuery): Promise<DeadLetterRecord[]> {
     const { prefix, after, limit } = query;
-    const values: unknown[] = [];
-    if (prefix !== undefined) values.push(prefix);
-    if (after !== undefined) values.push(after);
-    values.push(limit);
+    const params: unknown[] = [];
+    if (prefix !== undefined) params.push(prefix);
+    if (after !== undefined) params.push(after);
+    params.push(limit);
     const text = this.#sql.deadLetters.list({ prefix: prefix !== undefined, after: after !== undefined });
-    const result = await this.#connection.idempotent<DeadLetterRow>('list dead letters', text, values);
-    return result.rows.map(toDeadLetter);
+    const rows = await this.#read<DeadLetterRow>('list dead letters', text, params, undefined);
+    return rows.map((row) =>
+      decodeDeadLetter(
+        {
+          key: row.key,
+          version: row.version,
+          at: row.at_ms,
+          message: row.message,
+          attempts: row.attempts,
+          error: row.error,
+          deadAt: row.dead_ms,
+        },
+        this.#where,
+      ),
+    );
   }
 
-  async nextDueAt(): Promise<Date | undefined> {
-    const record = this.#notifier.quiet.look();
-    const result = await this.#connection.idempotent<{ due_ms: number }>('find next due time', this.#nextDue);
-    const row = result.rows[0];
-    record(row?.due_ms);
-    return row ? new Date(row.due_ms) : undefined;
+  watch(listener: (event: WatchEvent) => void): () => void {
+    return this.#notifier.watch(listener);
   }
+}
 
-  watch(onChange: (change: { earliest?: Date }) => void): () => void {
-    return this.#notifier.watch(onChange);
-  }
-
-  async close(): Promise<void> {
-    await this.#notifier.close();
-  }
+/**
+ * `tx.sql`: the unit's pg client, whose `query` refuses transaction control (BEGIN, COMMIT, ROLLBACK, …:
+ * they would end duetime's transaction under it) and queues the unit's BEGIN ahead of the first
+ * statement. Everything else is the client's own.
+ */
+function guardSql(client: pg.ClientBase, beforeQuery: () => void): pg.ClientBase {
+  const query = (...args: unknown[]) => {
+    const first = args[0] as string | { text?: unknown } | undefined;
+    const text = typeof first === 'string' ? first : first?.text;
+    if (typeof text === 'string') refuseTransactionControl(text);
+    beforeQuery();
+    return (client.query as (...a: unknown[]) => unknown)(...args);
+  };
+  return new Proxy(client, {
+    get(target, property) {
+      if (property === 'query') return query;
+      const value = Reflect.get(target, property, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
 }

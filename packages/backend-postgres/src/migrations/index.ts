@@ -1,6 +1,7 @@
 import schedulesAndEvents from './0001-schedules-and-events.js';
 import leasesAndCursors from './0002-leases-and-cursors.js';
 import recurrenceAndDeadLetters from './0003-recurrence-and-dead-letters.js';
+import claims from './0004-claims.js';
 
 /** One schema change. `sql` uses `:SCHEMA` where the quoted schema name goes. */
 export interface Migration {
@@ -17,6 +18,7 @@ export const migrations: readonly Migration[] = [
   schedulesAndEvents,
   leasesAndCursors,
   recurrenceAndDeadLetters,
+  claims,
 ];
 
 /** The schema version this package creates and understands. */

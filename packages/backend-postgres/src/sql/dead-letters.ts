@@ -12,26 +12,19 @@ export interface DeadLetterRow extends Record<string, unknown> {
   dead_ms: number;
 }
 
-/**
- * The statements on `<schema>.dead_letters`; `s` is the quoted schema name, arguments are SQL expressions
- * (`$n` placeholders on the pool, inlined literals inside transactions).
- */
+/** The statements on `<schema>.dead_letters`, with `$n` parameters; `s` is the quoted schema name. */
 export function deadLetterSql(s: string) {
   return {
-    load: (key: string) => `SELECT ${COLUMNS} FROM ${s}.dead_letters WHERE key = ${key}`,
-
-    delete: (key: string) => `DELETE FROM ${s}.dead_letters WHERE key = ${key}`,
+    /** $1 key */
+    delete: `DELETE FROM ${s}.dead_letters WHERE key = $1`,
 
     /**
-     * Keeps dead letters with distinct keys in one statement, each replacing an older one of its key;
-     * `rows` are `(key, version, at, message, attempts, error, dead_at)` tuples of literals.
+     * Keeps dead letters with distinct keys in one statement, each replacing an older one of its key:
+     * $1 keys, $2 versions, $3 at, $4 messages, $5 attempts, $6 errors, $7 dead_at.
      */
-    putMany: (
-      rows: string[],
-    ) => `INSERT INTO ${s}.dead_letters AS d (key, version, at, message, attempts, error, dead_at)
-      SELECT p.key, p.version::int8, p.at::timestamptz, p.message::json, p.attempts::int4, p.error,
-        p.dead_at::timestamptz
-      FROM (VALUES ${rows.join(', ')}) AS p(key, version, at, message, attempts, error, dead_at)
+    put: `INSERT INTO ${s}.dead_letters AS d (key, version, at, message, attempts, error, dead_at)
+      SELECT * FROM unnest($1::text[], $2::int8[], $3::timestamptz[], $4::json[], $5::int4[], $6::text[],
+        $7::timestamptz[])
       ON CONFLICT (key) DO UPDATE SET
         version = EXCLUDED.version,
         at = EXCLUDED.at,

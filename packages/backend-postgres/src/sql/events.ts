@@ -7,19 +7,21 @@ export interface EventRow extends Record<string, unknown> {
   ts: number;
 }
 
-/** The statements on `<schema>.events`; `s` is the quoted schema name, arguments are SQL expressions. */
+/** The statements on `<schema>.events`, with `$n` parameters; `s` is the quoted schema name. */
 export function eventSql(s: string) {
   return {
-    load: (aggregateId: string) => `SELECT sequence, type, data, ${epochMs('recorded_at')} AS ts
-      FROM ${s}.events WHERE aggregate_id = ${aggregateId} ORDER BY sequence`,
+    /** $1 aggregate id */
+    load: `SELECT sequence, type, data, ${epochMs('recorded_at')} AS ts
+      FROM ${s}.events WHERE aggregate_id = $1 ORDER BY sequence`,
 
     /**
-     * Appends events given as `(aggregate_id, sequence, type, data, recorded_at)` tuples of literals in one
-     * statement. The primary key (aggregate_id, sequence) turns a concurrent append into a unique
-     * violation: that is the optimistic check.
+     * Appends events to $1's stream after sequence $2: $3 types, $4 data (JSON or NULL), $5 instants.
+     * Inserts nothing when the stream's last sequence is not $2; the primary key (aggregate_id, sequence)
+     * turns a concurrent append into a unique violation. Either way: an aggregate conflict.
      */
-    append: (rows: string[]) => `INSERT INTO ${s}.events (aggregate_id, sequence, type, data, recorded_at)
-      SELECT p.aggregate_id, p.sequence, p.type, p.data::json, p.recorded_at::timestamptz
-      FROM (VALUES ${rows.join(', ')}) AS p(aggregate_id, sequence, type, data, recorded_at)`,
+    append: `INSERT INTO ${s}.events (aggregate_id, sequence, type, data, recorded_at)
+      SELECT $1, $2::int4 + p.n, p.type, p.data, p.recorded_at
+      FROM unnest($3::text[], $4::json[], $5::timestamptz[]) WITH ORDINALITY AS p(type, data, recorded_at, n)
+      WHERE (SELECT coalesce(max(sequence), 0) FROM ${s}.events WHERE aggregate_id = $1) = $2::int4`,
   };
 }

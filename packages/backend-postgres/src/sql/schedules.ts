@@ -2,6 +2,8 @@ import { epochMs } from './time.js';
 
 /** Columns every schedule read returns, in the shape {@link ScheduleRow} describes. */
 const COLUMNS = `key, ${epochMs('at')} AS at_ms, ${epochMs('due_at')} AS due_ms, version, attempts, message, last_error, recurrence`;
+/** The columns of a read that needs no payload (`select: 'heads'`). */
+const HEADS = `key, ${epochMs('at')} AS at_ms, ${epochMs('due_at')} AS due_ms, version, attempts`;
 
 export interface ScheduleRow extends Record<string, unknown> {
   key: string;
@@ -9,126 +11,137 @@ export interface ScheduleRow extends Record<string, unknown> {
   due_ms: number;
   version: number;
   attempts: number;
-  message: string;
-  last_error: string | null;
-  recurrence: string | null;
+  message?: string;
+  last_error?: string | null;
+  recurrence?: string | null;
+  interrupted?: boolean;
 }
 
+/** What a put sets besides its key, its instants and its payload: a fresh, unclaimed version. */
+const FRESH = (s: string, t: string) => `at = EXCLUDED.at,
+        due_at = EXCLUDED.due_at,
+        version = CASE WHEN EXCLUDED.version > ${t}.version THEN EXCLUDED.version
+                       ELSE nextval('${s}.schedule_versions') END,
+        attempts = 0,
+        message = EXCLUDED.message,
+        last_error = NULL,
+        recurrence = EXCLUDED.recurrence,
+        recurring = EXCLUDED.recurring,
+        claimed_until = NULL,
+        claim_owner = NULL`;
+
+const MS = (param: string) => `clock_timestamp() + ${param}::float8 * interval '1 millisecond'`;
+
 /**
- * The statements on `<schema>.schedules`. `s` is the quoted schema name; every argument is an SQL
- * expression: a `$n` placeholder for pool queries, an inlined literal inside transactions. Instants go
- * in as timestamptz text (see `pgTimestamp`).
+ * The statements on `<schema>.schedules`, with `$n` parameters. `s` is the quoted schema name. Instants
+ * go in as timestamptz text (see `pgTimestamp`) and come back as epoch milliseconds; JSON as text.
  */
 export function scheduleSql(s: string) {
   return {
-    load: (key: string) => `SELECT ${COLUMNS} FROM ${s}.schedules WHERE key = ${key}`,
+    /** $1 key */
+    load: `SELECT ${COLUMNS} FROM ${s}.schedules WHERE key = $1`,
 
     /**
-     * Creates or replaces schedules with distinct keys in one statement; `rows` are
-     * `(key, at, message, recurrence)` tuples of literals. `attempts` resets and `due_at = at`. Versions
-     * come from the store-wide sequence; when a concurrent replacement committed a larger version while
-     * this one waited for the row lock, a fresh number is drawn after the lock, so a key's versions grow
-     * in commit order.
+     * Creates or replaces schedules with distinct keys in one statement: $1 keys, $2 at, $3 due_at, $4
+     * messages, $5 stored states (JSON or NULL), $6 recurring flags; arrays of one length. `attempts`
+     * resets, the claim is cleared. Versions come from the store-wide sequence; when a concurrent
+     * replacement committed a larger version while this one waited for the row lock, a fresh number is
+     * drawn after the lock, so a key's versions grow in commit order.
      */
-    putMany: (
-      rows: string[],
-    ) => `INSERT INTO ${s}.schedules AS t (key, at, due_at, version, attempts, message, recurrence)
-      SELECT p.key, p.at::timestamptz, p.at::timestamptz, nextval('${s}.schedule_versions'), 0, p.message::json,
-        p.recurrence::json
-      FROM (VALUES ${rows.join(', ')}) AS p(key, at, message, recurrence)
-      ON CONFLICT (key) DO UPDATE SET
-        at = EXCLUDED.at,
-        due_at = EXCLUDED.due_at,
-        version = CASE WHEN EXCLUDED.version > t.version THEN EXCLUDED.version
-                       ELSE nextval('${s}.schedule_versions') END,
-        attempts = 0,
-        message = EXCLUDED.message,
-        last_error = NULL,
-        recurrence = EXCLUDED.recurrence`,
+    put: `INSERT INTO ${s}.schedules AS t (key, at, due_at, version, attempts, message, recurrence, recurring)
+      SELECT p.key, p.at, p.due_at, nextval('${s}.schedule_versions'), 0, p.message, p.recurrence, p.recurring
+      FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::json[], $5::json[], $6::bool[])
+        AS p(key, at, due_at, message, recurrence, recurring)
+      ON CONFLICT (key) DO UPDATE SET ${FRESH(s, 't')}`,
+
+    /** A put with `ifVersion`: $1 key, $2 at, $3 due_at, $4 message, $5 state, $6 recurring, $7 version. */
+    putIfVersion: `UPDATE ${s}.schedules SET at = $2::timestamptz, due_at = $3::timestamptz,
+        version = nextval('${s}.schedule_versions'), attempts = 0, message = $4::json, last_error = NULL,
+        recurrence = $5::json, recurring = $6::bool, claimed_until = NULL, claim_owner = NULL
+      WHERE key = $1 AND version = $7::int8`,
+
+    /** $1 key */
+    delete: `DELETE FROM ${s}.schedules WHERE key = $1`,
+
+    /** $1 prefix: literal (`starts_with`: no pattern characters); an index range on the "C"-collated key. */
+    deletePrefix: `DELETE FROM ${s}.schedules WHERE starts_with(key, $1)`,
 
     /**
-     * The same as {@link putMany} as one statement with parameters, for a transaction that only schedules:
-     * $1 keys, $2 instants (timestamptz text), $3 messages and $4 recurrences (JSON text or NULL), arrays
-     * of one length. Prepared once per connection whatever the number of rows.
+     * A delivery's claim, one short statement committed on its own: walks schedules_due_idx (due_at, key)
+     * from its start, locks the first $2 due rows ($1 now) that nobody holds a live claim on (SKIP LOCKED:
+     * concurrent claims never wait for each other), and marks them claimed by $4 for $3 ms of the
+     * server's clock. A row whose earlier claim lapsed unsettled comes back `interrupted` (a put clears the
+     * claim, so a lapsed claim is always on the current version).
      */
-    putArrays: `INSERT INTO ${s}.schedules AS t (key, at, due_at, version, attempts, message, recurrence)
-      SELECT p.key, p.at, p.at, nextval('${s}.schedule_versions'), 0, p.message, p.recurrence
-      FROM unnest($1::text[], $2::timestamptz[], $3::json[], $4::json[]) AS p(key, at, message, recurrence)
-      ON CONFLICT (key) DO UPDATE SET
-        at = EXCLUDED.at,
-        due_at = EXCLUDED.due_at,
-        version = CASE WHEN EXCLUDED.version > t.version THEN EXCLUDED.version
-                       ELSE nextval('${s}.schedule_versions') END,
-        attempts = 0,
-        message = EXCLUDED.message,
-        last_error = NULL,
-        recurrence = EXCLUDED.recurrence`,
-
-    /**
-     * Puts claimed schedules back at their own versions; `rows` are
-     * `(key, at, due_at, version, attempts, message, last_error, recurrence)` tuples of literals. A key
-     * that has an active schedule again (a processor of the same batch put it) keeps that newer one.
-     */
-    restoreMany: (
-      rows: string[],
-    ) => `INSERT INTO ${s}.schedules (key, at, due_at, version, attempts, message, last_error, recurrence)
-      SELECT p.key, p.at::timestamptz, p.due_at::timestamptz, p.version::int8, p.attempts::int4, p.message::json,
-        p.last_error, p.recurrence::json
-      FROM (VALUES ${rows.join(', ')}) AS p(key, at, due_at, version, attempts, message, last_error, recurrence)
-      ON CONFLICT (key) DO NOTHING`,
-
-    /**
-     * Arms the next occurrences of recurring schedules: `(key, at, message, recurrence)` tuples, each a
-     * new version, inserted only where the key has no active schedule (one written since the claim wins).
-     */
-    rearmMany: (
-      rows: string[],
-    ) => `INSERT INTO ${s}.schedules (key, at, due_at, version, attempts, message, recurrence)
-      SELECT p.key, p.at::timestamptz, p.at::timestamptz, nextval('${s}.schedule_versions'), 0, p.message::json,
-        p.recurrence::json
-      FROM (VALUES ${rows.join(', ')}) AS p(key, at, message, recurrence)
-      ON CONFLICT (key) DO NOTHING`,
-
-    delete: (key: string) => `DELETE FROM ${s}.schedules WHERE key = ${key}`,
-
-    /** Literal prefix (`starts_with`: no pattern characters); an index range on the "C"-collated key. */
-    deletePrefix: (prefix: string) => `DELETE FROM ${s}.schedules WHERE starts_with(key, ${prefix})`,
-
-    /**
-     * A delivery's claim, one statement: walks schedules_due_idx (due_at, key) from its start, locks the
-     * first `limit` due rows that no other transaction holds (SKIP LOCKED: concurrent deliveries never
-     * wait for, nor take, each other's rows), deletes them by primary key and returns them in
-     * (due_at, key) order. The deletion becomes visible at the delivery's commit, together with the
-     * processors' writes; a rollback (or a crash) leaves them pending.
-     */
-    claim: (now: string, limit: string) => `WITH claimed AS (
-        DELETE FROM ${s}.schedules WHERE key = ANY (ARRAY(
-          SELECT key FROM ${s}.schedules WHERE due_at <= ${now}::timestamptz
-          ORDER BY due_at, key LIMIT ${limit} FOR UPDATE SKIP LOCKED
-        ))
-        RETURNING key, at, due_at, version, attempts, message, last_error, recurrence
+    claim: `WITH picked AS (
+        SELECT key, claimed_until FROM ${s}.schedules
+        WHERE due_at <= $1::timestamptz AND (claimed_until IS NULL OR claimed_until < clock_timestamp())
+        ORDER BY due_at, key LIMIT $2 FOR UPDATE SKIP LOCKED
+      ), claimed AS (
+        UPDATE ${s}.schedules t SET claimed_until = ${MS('$3')}, claim_owner = $4
+        FROM picked WHERE t.key = picked.key
+        RETURNING t.*, picked.claimed_until IS NOT NULL AS interrupted
       )
-      SELECT ${COLUMNS} FROM claimed ORDER BY due_at, key`,
+      SELECT ${COLUMNS}, interrupted FROM claimed ORDER BY due_at, key`,
 
-    /** $1 now, $2 limit. Walks schedules_due_idx (due_at, key) from its start: O(log n + limit). */
-    due: `SELECT ${COLUMNS} FROM ${s}.schedules WHERE due_at <= $1::timestamptz
-      ORDER BY due_at, key LIMIT $2`,
+    /** Extends the claims of $3 on keys $1 by $2 ms; rows the claiming unit is writing are skipped. */
+    renew: `UPDATE ${s}.schedules SET claimed_until = ${MS('$2')}
+      WHERE key IN (SELECT key FROM ${s}.schedules WHERE key = ANY ($1::text[]) AND claim_owner = $3
+        FOR UPDATE SKIP LOCKED)`,
 
-    /** The first entry of schedules_due_idx. */
-    nextDue: `SELECT ${epochMs('due_at')} AS due_ms FROM ${s}.schedules ORDER BY due_at LIMIT 1`,
+    /** Ends the claims of $2 on keys $1, leaving the schedules as they are. */
+    release: `UPDATE ${s}.schedules SET claimed_until = NULL, claim_owner = NULL
+      WHERE key = ANY ($1::text[]) AND claim_owner = $2`,
 
-    /** Builds the listing query for the filters present; parameters in the order returned. */
-    list(query: { through: boolean; prefix: boolean; after: boolean }): string {
+    /** Consumes claimed versions: $1 keys, $2 versions, $3 claim owner. */
+    consume: `DELETE FROM ${s}.schedules t USING unnest($1::text[], $2::int8[]) AS c(key, version)
+      WHERE t.key = c.key AND t.version = c.version AND t.claim_owner = $3`,
+
+    /**
+     * Records failed attempts of claimed versions and ends their claims: $1 keys, $2 versions, $3
+     * attempts, $4 errors, $5 due_at, $6 at (NULL: unchanged), $7 claim owner.
+     */
+    retry: `UPDATE ${s}.schedules t SET attempts = c.attempts, last_error = c.error, due_at = c.due_at,
+        at = coalesce(c.at, t.at), claimed_until = NULL, claim_owner = NULL
+      FROM unnest($1::text[], $2::int8[], $3::int4[], $4::text[], $5::timestamptz[], $6::timestamptz[])
+        AS c(key, version, attempts, error, due_at, at)
+      WHERE t.key = c.key AND t.version = c.version AND t.claim_owner = $7`,
+
+    /**
+     * Arms what comes next of consumed schedules, each a new version, only where the key has no active
+     * schedule (one written since the claim wins): arrays as in {@link put}.
+     */
+    next: `INSERT INTO ${s}.schedules (key, at, due_at, version, attempts, message, recurrence, recurring)
+      SELECT p.key, p.at, p.due_at, nextval('${s}.schedule_versions'), 0, p.message, p.recurrence, p.recurring
+      FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::json[], $5::json[], $6::bool[])
+        AS p(key, at, due_at, message, recurrence, recurring)
+      ON CONFLICT (key) DO NOTHING`,
+
+    /** Builds the listing query for the filters present; parameters in the order the comments give. */
+    list(query: {
+      order: 'at' | 'due' | 'key';
+      through: boolean;
+      prefix: boolean;
+      after: boolean;
+      recurring: boolean;
+      heads: boolean;
+    }): string {
+      const instant = query.order === 'due' ? 'due_at' : 'at';
       const where: string[] = [];
       let n = 0;
-      if (query.through) where.push(`at <= $${++n}::timestamptz`);
+      if (query.through && query.order !== 'key') where.push(`${instant} <= $${++n}::timestamptz`);
       if (query.prefix) where.push(`starts_with(key, $${++n})`);
+      if (query.recurring) where.push(`recurring = $${++n}::bool`);
       if (query.after) {
-        where.push(`(at, key) > ($${n + 1}::timestamptz, $${n + 2})`);
-        n += 2;
+        if (query.order === 'key') where.push(`key > $${++n}`);
+        else {
+          where.push(`(${instant}, key) > ($${n + 1}::timestamptz, $${n + 2})`);
+          n += 2;
+        }
       }
       const filter = where.length > 0 ? `WHERE ${where.join(' AND ')}` : '';
-      return `SELECT ${COLUMNS} FROM ${s}.schedules ${filter} ORDER BY at, key LIMIT $${n + 1}`;
+      const order = query.order === 'key' ? 'key' : `${instant}, key`;
+      return `SELECT ${query.heads ? HEADS : COLUMNS} FROM ${s}.schedules ${filter} ORDER BY ${order} LIMIT $${n + 1}`;
     },
   };
 }

@@ -1,13 +1,10 @@
 import { userInfo } from 'node:os';
 import {
-  booleanOption,
   type Clock,
-  durationOption,
   InvalidArgumentError,
   type Logger,
+  type OptionReader,
   parseBackendUrl,
-  positiveInteger,
-  readFactoryOptions,
   redactUrl,
 } from '@duetime/core';
 import pg from 'pg';
@@ -45,55 +42,78 @@ export interface PostgresBackendOptions {
   /** `application_name` of the connections the backend opens (default `duetime`), shown in pg_stat_activity. */
   applicationName?: string;
   /**
-   * Run the frequent queries (due lookups, loads, leases, cursors) as named prepared statements, parsed
-   * and planned once per connection (default true). Turn off behind a pooler that cannot keep them
-   * (PgBouncer in transaction mode before 1.21, or without `max_prepared_statements`).
+   * Run duetime's statements as named prepared statements, parsed and planned once per connection
+   * (default true). Turn off behind a pooler that cannot keep them (PgBouncer in transaction mode before
+   * 1.21, or without `max_prepared_statements`).
    */
   preparedStatements?: boolean;
   /**
    * PostgreSQL's `idle_in_transaction_session_timeout` for the connections the backend creates from a URL
    * (default 60,000 ms; 0 turns it off). A process frozen inside a transaction (a stopped container, a VM
    * pause, a debugger) keeps its row locks until its session ends; with this the server ends the session
-   * and releases them, and the frozen process's transaction fails instead of committing late. Keep it
-   * above the longest pause your processors make inside `tx.sql` transactions. With `pool`, set it on
-   * your pool's config yourself.
+   * and releases them. Keep it above the longest pause your processors make inside `tx.sql`
+   * transactions. With `pool`, set it on your pool's config yourself.
    */
   idleInTransactionTimeoutMs?: number;
+  /**
+   * How long a delivery's claim on its schedules lasts without renewal (default 30,000 ms). Core renews
+   * it every third of that while processors run; a claim left by a process that died lapses after it,
+   * and the schedules are delivered again (counted as an interrupted attempt).
+   */
+  claimTimeoutMs?: number;
 }
 
 /** Options renamed to one spelling across backends: the old names work, with a warning, until the next minor. */
 export const RENAMED_OPTIONS = { connectionTimeoutMs: 'connectTimeoutMs' } as const;
 
-/** Options after validation, with what the connection resolved to. */
-export interface ResolvedConfig {
+/** The backend's own options, checked. */
+export interface ResolvedOptions {
+  schema: string;
+  migrate: boolean;
+  poolSize: number;
+  applicationName: string;
+  preparedStatements: boolean;
+  idleInTransactionTimeoutMs: number;
+  claimTimeoutMs: number;
+}
+
+/** What a connection resolved to: the pool, whether it is ours, the LISTEN client, what it points at. */
+export interface ResolvedConnection {
   pool: pg.Pool;
   ownsPool: boolean;
-  /** Config for the dedicated LISTEN connection. */
   listenClient: () => pg.Client;
   target: ConnectionTarget;
   secret: string | undefined;
-  schema: string;
-  clock: Clock;
-  logger: Logger;
-  migrate: boolean;
-  connectTimeoutMs: number;
-  preparedStatements: boolean;
 }
 
 const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
-/** Validates a schema name: a plain identifier of at most 63 bytes, not a reserved `pg_` name. */
-export function schemaName(value: unknown, field = 'options.schema'): string {
-  if (typeof value !== 'string' || !SCHEMA_NAME.test(value))
-    throw new InvalidArgumentError(
-      field,
-      value,
-      'must be a plain identifier (letters, digits, _; not starting with a digit)',
-    );
-  if (Buffer.byteLength(value) > 63) throw new InvalidArgumentError(field, value, 'must be at most 63 bytes');
-  if (value.toLowerCase().startsWith('pg_'))
-    throw new InvalidArgumentError(field, value, 'must not start with pg_ (reserved by PostgreSQL)');
-  return value;
+/** Why a schema name is refused: a plain identifier of at most 63 bytes, not a reserved `pg_` name. */
+export function schemaProblem(value: string): string | undefined {
+  if (!SCHEMA_NAME.test(value))
+    return 'must be a plain identifier (letters, digits, _; not starting with a digit)';
+  if (Buffer.byteLength(value) > 63) return 'must be at most 63 bytes';
+  if (value.toLowerCase().startsWith('pg_')) return 'must not start with pg_ (reserved by PostgreSQL)';
+  return undefined;
+}
+
+function applicationNameProblem(value: string): string | undefined {
+  return value.length > 63 || /[^\x20-\x7e]/.test(value)
+    ? 'must be printable ASCII, at most 63 characters'
+    : undefined;
+}
+
+/** Reads the options of `createPostgresBackend` (`connectTimeoutMs` is core's). */
+export function readOptions(read: OptionReader): ResolvedOptions {
+  return {
+    schema: read.string('schema', 'duetime', schemaProblem),
+    migrate: read.boolean('migrate', true),
+    poolSize: read.integer('poolSize', 10),
+    applicationName: read.string('applicationName', 'duetime', applicationNameProblem),
+    preparedStatements: read.boolean('preparedStatements', true),
+    idleInTransactionTimeoutMs: read.duration('idleInTransactionTimeoutMs', 60_000, { allowZero: true }),
+    claimTimeoutMs: read.duration('claimTimeoutMs', 30_000),
+  };
 }
 
 function connectionString(value: unknown): string {
@@ -142,7 +162,7 @@ function isPool(value: unknown): value is pg.Pool {
 function resolveTarget(
   config: pg.ClientConfig,
   schema: string,
-): { target: ConnectionTarget; secret?: string } {
+): { target: ConnectionTarget; secret: string | undefined } {
   const probe = new pg.Client(config);
   const password = (probe as unknown as { password?: unknown }).password;
   return {
@@ -153,59 +173,25 @@ function resolveTarget(
       user: probe.user ?? userInfo().username,
       schema,
     },
-    ...(typeof password === 'string' && password.length > 0 ? { secret: password } : {}),
+    secret: typeof password === 'string' && password.length > 0 ? password : undefined,
   };
 }
 
-/** Validates everything given to `createPostgresBackend` or `migrate`, and creates the pool if it is ours. */
-export function resolveConfig(
+/** Checks `connection` and creates the pool if it is ours. */
+export function resolveConnection(
   connection: PostgresConnection,
-  given: PostgresBackendOptions = {},
-): ResolvedConfig {
+  options: Pick<ResolvedOptions, 'schema' | 'poolSize' | 'applicationName' | 'idleInTransactionTimeoutMs'>,
+  connectTimeoutMs: number,
+): ResolvedConnection {
   if (typeof connection !== 'object' || connection === null)
     throw new InvalidArgumentError('connection', connection, 'must be { connectionString } or { pool }');
-  const { options, clock, logger } = readFactoryOptions(given, {
-    factory: 'createPostgresBackend',
-    renamed: RENAMED_OPTIONS,
-  });
-  const schema = schemaName(options.schema ?? 'duetime');
-  const connectTimeoutMs = durationOption('options.connectTimeoutMs', options.connectTimeoutMs, 10_000);
-  const poolSize = positiveInteger('options.poolSize', options.poolSize ?? 10);
-  const idleInTransactionTimeoutMs = durationOption(
-    'options.idleInTransactionTimeoutMs',
-    options.idleInTransactionTimeoutMs,
-    60_000,
-    { allowZero: true },
-  );
-  const applicationName = options.applicationName ?? 'duetime';
-  if (
-    typeof applicationName !== 'string' ||
-    applicationName.length > 63 ||
-    /[^\x20-\x7e]/.test(applicationName)
-  )
-    throw new InvalidArgumentError(
-      'options.applicationName',
-      applicationName,
-      'must be printable ASCII, at most 63 characters',
-    );
-  const common = {
-    schema,
-    clock,
-    logger,
-    migrate: booleanOption('options.migrate', options.migrate, true),
-    connectTimeoutMs,
-    preparedStatements: booleanOption('options.preparedStatements', options.preparedStatements, true),
-  };
-
   if ('pool' in connection) {
     if (!isPool(connection.pool))
       throw new InvalidArgumentError('connection.pool', connection.pool, 'must be a pg.Pool');
     const pool = connection.pool;
     const poolOptions = (pool.options ?? {}) as pg.ClientConfig & { Client?: typeof pg.Client };
-    const { target, secret } = resolveTarget(poolOptions, schema);
     const ClientClass = poolOptions.Client ?? pg.Client;
     return {
-      ...common,
       pool,
       ownsPool: false,
       listenClient: () =>
@@ -214,31 +200,33 @@ export function resolveConfig(
           connectionTimeoutMillis: poolOptions.connectionTimeoutMillis || connectTimeoutMs,
           keepAlive: true,
         }),
-      target,
-      secret,
+      ...resolveTarget(poolOptions, options.schema),
     };
   }
   if (!('connectionString' in connection))
     throw new InvalidArgumentError('connection', connection, 'must be { connectionString } or { pool }');
   const url = connectionString(connection.connectionString);
-  const base: pg.ClientConfig = {
+  const config: pg.ClientConfig = {
     connectionString: url,
     connectionTimeoutMillis: connectTimeoutMs,
     keepAlive: true,
-    application_name: applicationName,
-    ...(idleInTransactionTimeoutMs > 0
-      ? { idle_in_transaction_session_timeout: Math.ceil(idleInTransactionTimeoutMs) }
+    application_name: options.applicationName,
+    ...(options.idleInTransactionTimeoutMs > 0
+      ? { idle_in_transaction_session_timeout: Math.ceil(options.idleInTransactionTimeoutMs) }
       : {}),
   };
   // Like libpq, fall back to the operating-system user when neither the URL nor PGUSER names one (pg
   // would send no user name at all). The URL wins over config fields in pg, so the user goes into it.
-  if (new pg.Client(base).user === undefined) {
+  if (new pg.Client(config).user === undefined) {
     const withUser = new URL(url);
     withUser.username = encodeURIComponent(userInfo().username);
-    base.connectionString = withUser.toString();
+    config.connectionString = withUser.toString();
   }
-  const { target, secret } = resolveTarget(base, schema);
-  const config: pg.ClientConfig = base;
-  const pool = new pg.Pool({ ...config, max: poolSize, idleTimeoutMillis: 10_000 });
-  return { ...common, pool, ownsPool: true, listenClient: () => new pg.Client(config), target, secret };
+  const pool = new pg.Pool({ ...config, max: options.poolSize, idleTimeoutMillis: 10_000 });
+  return {
+    pool,
+    ownsPool: true,
+    listenClient: () => new pg.Client(config),
+    ...resolveTarget(config, options.schema),
+  };
 }

@@ -1,0 +1,228 @@
+import {
+  ConflictError,
+  InvalidArgumentError,
+  isOneShot,
+  type Settlement,
+  type StoredState,
+  type Write,
+} from '@duetime/core';
+import type { Connection, PostgresExecutor } from './connection.js';
+import { sqlState } from './errors.js';
+import type { deadLetterSql } from './sql/dead-letters.js';
+import type { eventSql } from './sql/events.js';
+import type { scheduleSql } from './sql/schedules.js';
+import { PG_MIN_TIME, pgTimestamp } from './sql/time.js';
+
+export interface Statements {
+  schedules: ReturnType<typeof scheduleSql>;
+  events: ReturnType<typeof eventSql>;
+  deadLetters: ReturnType<typeof deadLetterSql>;
+}
+
+/** A Date as timestamptz text; refuses instants before what PostgreSQL can store. */
+export function timestampParam(field: string, date: Date): string {
+  if (date.getTime() < PG_MIN_TIME)
+    throw new InvalidArgumentError(field, date, 'is earlier than PostgreSQL can store (4714-11-24 BC)');
+  return pgTimestamp(date);
+}
+
+/** Error text as stored: PostgreSQL text cannot hold NUL characters. */
+function errorText(text: string): string {
+  return text.replaceAll('\u0000', '');
+}
+
+type Put = Extract<Write, { op: 'put' }>;
+
+/** The columns of new versions (puts, next occurrences), as the arrays the `put` statements take. */
+class Rows {
+  readonly keys: string[] = [];
+  readonly at: string[] = [];
+  readonly dueAt: string[] = [];
+  readonly messages: string[] = [];
+  readonly states: (string | null)[] = [];
+  readonly recurring: boolean[] = [];
+  /** The earliest due time among them. */
+  earliest: number | undefined;
+
+  add(key: string, at: Date, dueAt: Date, message: unknown, state: StoredState | undefined): void {
+    this.keys.push(key);
+    this.at.push(timestampParam('at', at));
+    this.dueAt.push(timestampParam('dueAt', dueAt));
+    this.messages.push(JSON.stringify(message));
+    this.states.push(state === undefined ? null : JSON.stringify(state));
+    this.recurring.push(state !== undefined && !isOneShot(state));
+    if (this.earliest === undefined || dueAt.getTime() < this.earliest) this.earliest = dueAt.getTime();
+  }
+
+  params(): unknown[] {
+    return [this.keys, this.at, this.dueAt, this.messages, this.states, this.recurring];
+  }
+}
+
+/** What statements a unit sends, and what they scheduled. */
+export class Writer {
+  readonly #connection: Connection;
+  readonly #sql: Statements;
+  readonly #exec: PostgresExecutor;
+  /** The earliest due time the writes so far scheduled (for the announcement after the commit). */
+  earliest: number | undefined;
+
+  constructor(connection: Connection, sql: Statements, exec: PostgresExecutor) {
+    this.#connection = connection;
+    this.#sql = sql;
+    this.#exec = exec;
+  }
+
+  #note(at: number | undefined): void {
+    if (at !== undefined && (this.earliest === undefined || at < this.earliest)) this.earliest = at;
+  }
+
+  #run(operation: string, text: string, params: unknown[]) {
+    return this.#connection.query(operation, text, params, this.#exec);
+  }
+
+  /**
+   * Splits `writes` into the statements that apply them in order: runs of puts without `ifVersion` and
+   * with distinct keys go as one multi-row upsert; every other write is a statement of its own.
+   */
+  static plan(writes: readonly Write[]): (Rows | Write)[] {
+    const steps: (Rows | Write)[] = [];
+    let rows: Rows | undefined;
+    for (const w of writes) {
+      if (w.op === 'put' && w.ifVersion === undefined) {
+        if (!rows || rows.keys.includes(w.key)) steps.push((rows = new Rows()));
+        rows.add(w.key, w.at, w.dueAt ?? w.at, w.message, w.recurrence);
+      } else {
+        rows = undefined;
+        steps.push(w);
+      }
+    }
+    return steps;
+  }
+
+  /** Applies `writes` in order; returns, per write, how many rows it changed. */
+  async apply(writes: readonly Write[]): Promise<number[]> {
+    const counts: number[] = [];
+    for (const step of Writer.plan(writes)) {
+      if (step instanceof Rows) {
+        await this.#run('schedule', this.#sql.schedules.put, step.params());
+        this.#note(step.earliest);
+        for (const _ of step.keys) counts.push(1);
+      } else counts.push(await this.#one(step));
+    }
+    return counts;
+  }
+
+  async #one(w: Write): Promise<number> {
+    switch (w.op) {
+      case 'put':
+        return this.#putIfVersion(w);
+      case 'delete':
+        return (await this.#run('cancel schedule', this.#sql.schedules.delete, [w.key])).rowCount ?? 0;
+      case 'deletePrefix':
+        return (
+          (await this.#run('cancel schedules by prefix', this.#sql.schedules.deletePrefix, [w.prefix]))
+            .rowCount ?? 0
+        );
+      case 'deleteDead':
+        return (await this.#run('delete dead letter', this.#sql.deadLetters.delete, [w.key])).rowCount ?? 0;
+      case 'append':
+        return this.#append(w);
+    }
+  }
+
+  async #putIfVersion(w: Put): Promise<number> {
+    const rows = new Rows();
+    rows.add(w.key, w.at, w.dueAt ?? w.at, w.message, w.recurrence);
+    const [, at, dueAt, message, state, recurring] = rows.params() as unknown[][];
+    const result = await this.#run('schedule', this.#sql.schedules.putIfVersion, [
+      w.key,
+      at![0],
+      dueAt![0],
+      message![0],
+      state![0],
+      recurring![0],
+      w.ifVersion,
+    ]);
+    if (result.rowCount !== 1) throw new ConflictError('version', w.key);
+    this.#note(rows.earliest);
+    return 1;
+  }
+
+  async #append(w: Extract<Write, { op: 'append' }>): Promise<number> {
+    if (w.events.length === 0) return 0;
+    let count: number | null;
+    try {
+      ({ rowCount: count } = await this.#exec.query(this.#sql.events.append, [
+        w.aggregateId,
+        w.expectedSequence,
+        w.events.map((e) => e.type),
+        w.events.map((e) => (e.data === undefined ? null : JSON.stringify(e.data))),
+        w.events.map((e) => timestampParam('event.timestamp', new Date(e.timestamp))),
+      ]));
+    } catch (error) {
+      if (sqlState(error) === '23505') throw new ConflictError('aggregate', w.aggregateId, undefined, { cause: error });
+      throw this.#connection.error(error, 'append events');
+    }
+    if (count !== w.events.length) throw new ConflictError('aggregate', w.aggregateId);
+    return count;
+  }
+
+  /**
+   * Applies a delivery's settlements, one statement per kind that has any: dead letters, consumed
+   * versions, next versions (after the consumed ones are gone), failed attempts, releases. Only versions
+   * still claimed by `owner` are consumed or retried.
+   */
+  async settle(settlements: readonly Settlement[], owner: string): Promise<void> {
+    const dead: unknown[][] = [[], [], [], [], [], [], []];
+    const consumed: [string[], number[]] = [[], []];
+    const next = new Rows();
+    const retried: unknown[][] = [[], [], [], [], [], []];
+    const released: string[] = [];
+    for (const s of settlements) {
+      const { key, version } = s.schedule;
+      if (s.outcome === 'consume') {
+        consumed[0].push(key);
+        consumed[1].push(version);
+        if (s.dead) {
+          const row = [
+            key,
+            version,
+            timestampParam('at', s.schedule.at),
+            JSON.stringify(s.schedule.message),
+            s.dead.attempts,
+            errorText(s.dead.error),
+            timestampParam('deadAt', s.dead.deadAt),
+          ];
+          row.forEach((value, i) => dead[i]!.push(value));
+        }
+        if (s.next)
+          next.add(key, s.next.at, s.next.dueAt ?? s.next.at, s.schedule.message, s.next.recurrence);
+      } else if (s.outcome === 'retry' && s.failure) {
+        const f = s.failure;
+        const row = [
+          key,
+          version,
+          f.attempts,
+          errorText(f.error),
+          timestampParam('failure.dueAt', f.dueAt),
+          f.at ? timestampParam('failure.at', f.at) : null,
+        ];
+        row.forEach((value, i) => retried[i]!.push(value));
+        this.#note(f.dueAt.getTime());
+      } else {
+        released.push(key);
+        this.#note(s.schedule.dueAt.getTime());
+      }
+    }
+    const sql = this.#sql;
+    if (dead[0]!.length > 0) await this.#run('keep dead letters', sql.deadLetters.put, dead);
+    if (consumed[0].length > 0) await this.#run('consume schedules', sql.schedules.consume, [...consumed, owner]);
+    if (next.keys.length > 0) {
+      await this.#run('arm next occurrences', sql.schedules.next, next.params());
+      this.#note(next.earliest);
+    }
+    if (retried[0]!.length > 0) await this.#run('record failed attempts', sql.schedules.retry, [...retried, owner]);
+    if (released.length > 0) await this.#run('release schedules', sql.schedules.release, [released, owner]);
+  }
+}
