@@ -1,41 +1,18 @@
--- claim-renew: extends the claims a delivery still holds on the versions it claimed, moving their due
--- scores to the new expiry. A schedule replaced since (a new version, due on its own) loses the claim.
--- KEYS[1] due zset, KEYS[2] schedules hash, KEYS[3] claims hash (schedule key -> claim token).
--- ARGV[1] claim token, ARGV[2] new expiry (ms), ARGV[3..] pairs of schedule key and the version claimed.
--- Returns how many of the claims were still held (and were extended).
+-- claim-renew: extends the claims a unit still holds to the server's clock plus their time to live.
+-- KEYS[1] claims hash (schedule key -> 'token version claimedUntil').
+-- ARGV[1] claim token, ARGV[2] time to live (ms), ARGV[3..] the schedule keys the unit claimed.
+-- Returns how many claims were still held (and were extended).
 -- include: check-type
--- include: schedule-value
+-- include: now
 
-checkType(KEYS[1], 'zset')
-checkType(KEYS[2], 'hash')
-checkType(KEYS[3], 'hash')
-local keys, versions = {}, {}
-for j = 3, #ARGV, 2 do
-  keys[#keys + 1] = ARGV[j]
-  versions[#versions + 1] = tonumber(ARGV[j + 1])
-end
--- Every value is checked before the first write.
-local renew, drop = {}, {}
-for first = 1, #keys, 400 do
-  local last = math.min(first + 399, #keys)
-  local owners = redis.call('HMGET', KEYS[3], unpack(keys, first, last))
-  local values = redis.call('HMGET', KEYS[2], unpack(keys, first, last))
-  for j = first, last do
-    local owner, value = owners[j - first + 1], values[j - first + 1]
-    if owner == ARGV[1] then
-      if value and tonumber((parseSchedule(KEYS[2], keys[j], value))) == versions[j] then
-        renew[#renew + 1] = ARGV[2]
-        renew[#renew + 1] = keys[j]
-      else
-        drop[#drop + 1] = keys[j]
-      end
-    end
+checkType(KEYS[1], 'hash')
+local untilMs = string.format('%d', serverMs() + tonumber(ARGV[2]))
+local renewed = 0
+for j = 3, #ARGV do
+  local owner, version = string.match(redis.call('HGET', KEYS[1], ARGV[j]) or '', '^(%S+) (%d+) ')
+  if owner == ARGV[1] then
+    redis.call('HSET', KEYS[1], ARGV[j], owner .. ' ' .. version .. ' ' .. untilMs)
+    renewed = renewed + 1
   end
 end
-for first = 1, #renew, 400 do
-  redis.call('ZADD', KEYS[1], 'XX', unpack(renew, first, math.min(first + 399, #renew)))
-end
-for first = 1, #drop, 400 do
-  redis.call('HDEL', KEYS[3], unpack(drop, first, math.min(first + 399, #drop)))
-end
-return #renew / 2
+return renewed

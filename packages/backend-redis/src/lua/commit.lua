@@ -1,33 +1,31 @@
--- commit: applies a transaction's operations (one group), or a delivery's groups (one per claimed schedule),
--- in one atomic step; each group all or nothing, independently of the others, in order.
+-- commit: applies a unit's changes in one atomic step: its plain writes as one group, then one group per
+-- settled claim (the settlement and its schedule's writes), each group all or nothing, independently of
+-- the others, in order; then the unit's claims end.
 -- KEYS[1] schedules (hash: key -> 'version at dueAt attempts [fields] message', see schedule-fields), KEYS[2]
--- due (zset scored by dueAt, or by its claim's expiry while a delivery holds the schedule), KEYS[3] at (zset
--- scored by deadline), KEYS[4] index (zset, every score 0, for literal prefix ranges), KEYS[5] version
--- counter, KEYS[6] this commit's marker, KEYS[7] claims (hash: schedule key -> claim token), KEYS[8] dead
--- letters (hash: key -> JSON), KEYS[9] dead-letter index (zset, every score 0), KEYS[10..] event lists named
--- by operations.
--- ARGV[1] marker time to live (ms), ARGV[2] change channel, ARGV[3] sender id, ARGV[4] the delivery's claim
--- token ('' for none), ARGV[5] n, ARGV[6 .. 5+n] claimed schedule keys no group consumes (put back or
--- failed), then the groups in order, each the word 'group' followed by its operations, each a name and its
--- fields:
+-- due (zset scored by dueAt), KEYS[3] at (zset scored by deadline), KEYS[4] index (zset, every score 0, for
+-- literal prefix ranges), KEYS[5] version counter, KEYS[6] this commit's marker, KEYS[7] claims (hash:
+-- schedule key -> 'token version claimedUntil'), KEYS[8] dead letters (hash: key -> JSON), KEYS[9]
+-- dead-letter index (zset, every score 0), KEYS[10..] event lists named by operations.
+-- ARGV[1] marker time to live (ms), ARGV[2] change channel, ARGV[3] sender id, ARGV[4] the unit's claim
+-- token ('' for none), ARGV[5] n, ARGV[6 .. 5+n] the keys the unit claimed, then the groups in order, each
+-- the word 'group' followed by its operations, each a name and its fields:
 --   append <KEYS index of the event list> <aggregate id> <expected sequence> <count> <event JSON>...
---   put <key> <at ms> <recurrence JSON, or ''> <message JSON>
---   rearm <key> <at ms> <recurrence JSON> <message JSON>   (a put, only when the key has no schedule then)
+--   put <key> <at ms> <due ms> <state tag: r, s or ''> <state JSON> <message JSON> <if version, or ''>
+--   next <key> <at ms> <due ms> <state tag> <state JSON> <message JSON>  (a put, only when the key has no
+--        schedule then)
 --   delete <key>
 --   prefix <literal prefix>
---   consume <key> <version>
---   fail <key> <version> <attempts> <due ms> <at ms, or '' to keep it> <error text>
+--   consume <key> <version>   (the claimed version, still claimed by this unit)
+--   fail <key> <version> <attempts> <due ms> <at ms, or '' to keep it> <error text>  (a retry: applies only
+--        while the key is at that version and claimed by this unit, and never fails its group)
 --   dead <key> <dead letter JSON>   (replaces the key's dead letter)
 --   undead <key>                    (deletes it)
--- A group is checked against the state the applied groups before it and its own earlier operations leave
--- (each aggregate's sequence, each consumed schedule's version, whether a rearmed key has a schedule) and
--- left out whole when a check fails; a `fail` applies only while the key is still at that version and never
--- fails its group. Every group is checked before anything is written (a script that fails halfway is not
--- rolled back). Then the claims of this delivery end: consumed schedules are gone, the others are due again
--- at their stored dueAt (a failed one at its retry time). A transaction that only puts schedules (an
--- enqueue) has nothing to check but the keys' types and takes a short way to the same writes.
--- Returns {'ok', g1, kind1, subject1, g2, ...}: the groups left out (1-based index, 'aggregate' or
--- 'schedule', and the aggregate id or key); {'duplicate', ...the same} when the marker exists (an earlier
+-- Every group is checked against the state the applied groups before it and its own earlier operations
+-- leave (each aggregate's sequence, each consumed or conditionally put schedule's version, whether a key
+-- armed with `next` has a schedule) and left out whole when a check fails. Every group is checked before
+-- anything is written (a script that fails halfway is not rolled back).
+-- Returns {'ok', g1, kind1, subject1, g2, ...}: the groups left out (1-based index; 'aggregate', 'schedule'
+-- or 'version'; the aggregate id or key); {'duplicate', ...the same} when the marker exists (an earlier
 -- attempt of this commit applied it). Data of the wrong shape fails the script with a DUETIME_CORRUPT
 -- error, also before anything is written.
 -- include: check-type
@@ -35,7 +33,6 @@
 -- include: schedule-fields
 -- include: prefix-range
 -- include: chunked
--- include: release-claims
 
 local marker = redis.call('GET', KEYS[6])
 if marker then
@@ -48,9 +45,9 @@ if marker then
   return reply
 end
 
--- Takes `n` versions with one INCRBY, the first write of a commit, once every check passed; returns the
--- number before the first. A counter that is not a non-negative integer fails the script with nothing
--- written (a negative one is put back).
+-- Takes `n` versions with one INCRBY, once every check passed; returns the number before the first. A
+-- counter that is not a non-negative integer fails the script with nothing written (a negative one is put
+-- back).
 local function takeVersions(n)
   local reply = redis.pcall('INCRBY', KEYS[5], n)
   if type(reply) == 'number' and reply < n then redis.call('DECRBY', KEYS[5], n) end
@@ -60,61 +57,37 @@ local function takeVersions(n)
   return reply - n
 end
 
--- Writes `puts` (each {key, at, recurrence, message}) as new schedules numbered from `version` + 1 on, a few
--- hundred per call; a key put twice keeps the later one. Returns the last version used.
+-- Writes `puts` (each {key, at, dueAt, tag, state, message}) as new schedules numbered from `version` + 1
+-- on, a few hundred per call; a key put twice keeps the later one. Returns the last version used.
 local function writePuts(puts, version)
-  local values, scores, index = {}, {}, {}
+  local values, due, at, index = {}, {}, {}, {}
   for _, put in ipairs(puts) do
     version = version + 1
-    local fields = put.recurrence == '' and '' or field('r', put.recurrence)
+    local fields = put.tag == '' and '' or field(put.tag, put.state)
     values[#values + 1] = put.key
-    values[#values + 1] = string.format('%d', version) .. ' ' .. put.at .. ' ' .. put.at .. ' 0 ' .. fields .. put.message
-    scores[#scores + 1] = put.at
-    scores[#scores + 1] = put.key
+    values[#values + 1] = string.format('%d', version) .. ' ' .. put.at .. ' ' .. put.dueAt .. ' 0 ' .. fields .. put.message
+    due[#due + 1] = put.dueAt
+    due[#due + 1] = put.key
+    at[#at + 1] = put.at
+    at[#at + 1] = put.key
     index[#index + 1] = 0
     index[#index + 1] = put.key
   end
   chunked('HSET', KEYS[1], nil, values, 2)
-  chunked('ZADD', KEYS[2], nil, scores, 2)
-  chunked('ZADD', KEYS[3], nil, scores, 2)
+  chunked('ZADD', KEYS[2], nil, due, 2)
+  chunked('ZADD', KEYS[3], nil, at, 2)
   chunked('ZADD', KEYS[4], nil, index, 2)
   return version
 end
 
--- The commit of a transaction that only puts schedules (an enqueue, one or many): there is nothing to check
--- but the keys' types, so it takes the short way.
-if ARGV[5] == '0' and ARGV[6] == 'group' and ARGV[7] == 'put' then
-  local puts, earliest = {}, nil
-  local j = 7
-  while ARGV[j] == 'put' do
-    local at = ARGV[j + 2]
-    puts[#puts + 1] = {key = ARGV[j + 1], at = at, recurrence = ARGV[j + 3], message = ARGV[j + 4]}
-    if not earliest or tonumber(at) < earliest then earliest = tonumber(at) end
-    j = j + 5
-  end
-  if j == #ARGV + 1 then
-    checkType(KEYS[1], 'hash')
-    checkType(KEYS[2], 'zset')
-    checkType(KEYS[3], 'zset')
-    checkType(KEYS[4], 'zset')
-    writePuts(puts, takeVersions(#puts))
-    redis.call('SET', KEYS[6], '1', 'PX', ARGV[1])
-    redis.call('PUBLISH', ARGV[2], string.format('%d', earliest) .. ' ' .. ARGV[3])
-    return {'ok'}
-  end
-end
-
 -- Parse.
 local token = ARGV[4]
-local release = {}
-if not tonumber(ARGV[5]) then
-  return redis.error_reply('ERR duetime commit: ARGV[5] must be the number of released keys (the call is of another layout)')
-end
+local claimed = {}
 local i = 6 + tonumber(ARGV[5])
-for j = 6, i - 1 do release[#release + 1] = ARGV[j] end
+for j = 6, i - 1 do claimed[#claimed + 1] = ARGV[j] end
 local groups = {}
 local group
-local hasRemoval, hasFail, hasRearm, hasDead = false, false, false, false
+local hasDead, onlyPuts = false, true
 while i <= #ARGV do
   local name = ARGV[i]
   local op
@@ -124,40 +97,40 @@ while i <= #ARGV do
     i = i + 1
   elseif name == 'append' then
     local count = tonumber(ARGV[i + 4])
-    op = {name = name, list = KEYS[tonumber(ARGV[i + 1])], id = ARGV[i + 2], expected = tonumber(ARGV[i + 3]),
+    op = {list = KEYS[tonumber(ARGV[i + 1])], id = ARGV[i + 2], expected = tonumber(ARGV[i + 3]),
       first = i + 5, count = count}
     i = i + 5 + count
-  elseif name == 'put' or name == 'rearm' then
-    op = {name = name, key = ARGV[i + 1], at = ARGV[i + 2], recurrence = ARGV[i + 3], message = ARGV[i + 4]}
-    if name == 'rearm' then hasRearm = true end
-    i = i + 5
-  elseif name == 'delete' or name == 'prefix' then
-    op = {name = name, key = ARGV[i + 1]}
-    hasRemoval = true
+  elseif name == 'put' or name == 'next' then
+    op = {key = ARGV[i + 1], at = ARGV[i + 2], dueAt = ARGV[i + 3], tag = ARGV[i + 4], state = ARGV[i + 5],
+      message = ARGV[i + 6]}
+    if name == 'put' then
+      op.ifVersion = tonumber(ARGV[i + 7])
+      i = i + 8
+    else
+      i = i + 7
+    end
+  elseif name == 'delete' or name == 'prefix' or name == 'undead' then
+    op = {key = ARGV[i + 1]}
     i = i + 2
   elseif name == 'consume' then
-    op = {name = name, key = ARGV[i + 1], version = tonumber(ARGV[i + 2])}
-    hasRemoval = true
+    op = {key = ARGV[i + 1], version = ARGV[i + 2]}
     i = i + 3
   elseif name == 'fail' then
-    hasFail = true
-    op = {name = name, key = ARGV[i + 1], version = tonumber(ARGV[i + 2]), attempts = ARGV[i + 3],
-      dueAt = ARGV[i + 4], at = ARGV[i + 5], error = ARGV[i + 6]}
+    op = {key = ARGV[i + 1], version = ARGV[i + 2], attempts = ARGV[i + 3], dueAt = ARGV[i + 4],
+      at = ARGV[i + 5], error = ARGV[i + 6]}
     i = i + 7
   elseif name == 'dead' then
-    hasDead = true
-    op = {name = name, key = ARGV[i + 1], record = ARGV[i + 2]}
+    op = {key = ARGV[i + 1], record = ARGV[i + 2]}
     i = i + 3
-  elseif name == 'undead' then
-    hasDead = true
-    op = {name = name, key = ARGV[i + 1]}
-    i = i + 2
   else
     return redis.error_reply('ERR duetime commit: unknown operation ' .. tostring(name))
   end
   if op then
     if not group then return redis.error_reply('ERR duetime commit: an operation before the first group') end
+    op.name = name
     group[#group + 1] = op
+    if name == 'dead' or name == 'undead' then hasDead = true end
+    if name ~= 'put' or op.ifVersion then onlyPuts = false end
   end
 end
 
@@ -166,40 +139,44 @@ checkType(KEYS[1], 'hash')
 checkType(KEYS[2], 'zset')
 checkType(KEYS[3], 'zset')
 checkType(KEYS[4], 'zset')
-if hasRemoval or #release > 0 then checkType(KEYS[7], 'hash') end
+checkType(KEYS[7], 'hash')
 if hasDead then
   checkType(KEYS[8], 'hash')
   checkType(KEYS[9], 'zset')
 end
 -- The version counter is checked by the INCRBY that takes the versions, after every other check.
 
--- The stored version (and value) of every schedule a consume, fail or rearm names, and of every schedule
--- whose claim ends.
-local versions, stored = {}, {}
-if hasRemoval or hasFail or hasRearm or #release > 0 then
+-- The stored version (and value) of every schedule an operation checks, and who claims it.
+local versions, stored, owners = {}, {}, {}
+if not onlyPuts then
   local wanted, seen = {}, {}
-  local function want(key)
-    if not seen[key] then
-      seen[key] = true
-      wanted[#wanted + 1] = key
-    end
-  end
-  for _, key in ipairs(release) do want(key) end
   for _, ops in ipairs(groups) do
     for _, op in ipairs(ops) do
-      if op.name == 'consume' or op.name == 'fail' or op.name == 'rearm' then want(op.key) end
-    end
-  end
-  for first = 1, #wanted, 400 do
-    local values = redis.call('HMGET', KEYS[1], unpack(wanted, first, math.min(first + 399, #wanted)))
-    for j, value in ipairs(values) do
-      local key = wanted[first + j - 1]
-      if value then
-        versions[key] = tonumber((parseSchedule(KEYS[1], key, value)))
-        stored[key] = value
+      local n = op.name
+      if (n == 'consume' or n == 'fail' or n == 'next' or op.ifVersion) and not seen[op.key] then
+        seen[op.key] = true
+        wanted[#wanted + 1] = op.key
       end
     end
   end
+  for first = 1, #wanted, 400 do
+    local last = math.min(first + 399, #wanted)
+    local values = redis.call('HMGET', KEYS[1], unpack(wanted, first, last))
+    local claims = redis.call('HMGET', KEYS[7], unpack(wanted, first, last))
+    for j, value in ipairs(values) do
+      local key = wanted[first + j - 1]
+      if value then
+        versions[key] = parseSchedule(KEYS[1], key, value)
+        stored[key] = value
+      end
+      owners[key] = string.match(claims[j] or '', '^(%S+) ')
+    end
+  end
+end
+
+-- Whether this unit holds the claim on `key` (always, without claims: the version check decides).
+local function ours(key)
+  return token == '' or owners[key] == token
 end
 
 local function under(prefixes, key)
@@ -241,12 +218,14 @@ for g, ops in ipairs(groups) do
       end
       ownLengths[op.list] = op.expected + op.count
     elseif name == 'put' then
-      own[op.key] = 'put'
-    elseif name == 'rearm' then
-      if not exists(op.key, own, ownDeleted) then
-        op.applies = true
-        own[op.key] = 'put'
+      if op.ifVersion and tonumber(versionOf(op.key, own, ownDeleted)) ~= op.ifVersion then
+        conflict = {'version', op.key}
+        break
       end
+      own[op.key] = 'put'
+    elseif name == 'next' then
+      op.applies = not exists(op.key, own, ownDeleted)
+      if op.applies then own[op.key] = 'put' end
     elseif name == 'delete' then
       own[op.key] = 'gone'
     elseif name == 'prefix' then
@@ -255,13 +234,13 @@ for g, ops in ipairs(groups) do
       end
       ownDeleted[#ownDeleted + 1] = op.key
     elseif name == 'consume' then
-      if versionOf(op.key, own, ownDeleted) ~= op.version then
+      if versionOf(op.key, own, ownDeleted) ~= op.version or not ours(op.key) then
         conflict = {'schedule', op.key}
         break
       end
       own[op.key] = 'gone'
     elseif name == 'fail' then
-      op.applies = versionOf(op.key, own, ownDeleted) == op.version
+      op.applies = versionOf(op.key, own, ownDeleted) == op.version and ours(op.key)
       if op.applies then
         op.fields, op.message = fieldsWithout(stored[op.key], 'e')
         if not op.fields then
@@ -275,10 +254,6 @@ for g, ops in ipairs(groups) do
     rejected[#rejected + 1] = g
     rejected[#rejected + 1] = conflict[1]
     rejected[#rejected + 1] = conflict[2]
-    -- Its consumption is left out: the claim on that schedule ends like any other put back.
-    for _, op in ipairs(ops) do
-      if op.name == 'consume' then release[#release + 1] = op.key end
-    end
   else
     for _, prefix in ipairs(ownDeleted) do
       for key in pairs(state) do
@@ -298,7 +273,7 @@ do
   for _, ops in ipairs(groups) do
     if not ops.rejected then
       for _, op in ipairs(ops) do
-        if op.name == 'put' or (op.name == 'rearm' and op.applies) then n = n + 1 end
+        if op.name == 'put' or (op.name == 'next' and op.applies) then n = n + 1 end
       end
     end
   end
@@ -309,13 +284,15 @@ end
 -- of a key is flushed before another write of the same key, and all of them before a prefix deletion.
 local removing, removingSet, putting, puttingSet = {}, {}, {}, {}
 local earliest
+local function note(dueAt)
+  if not earliest or tonumber(dueAt) < earliest then earliest = tonumber(dueAt) end
+end
 local function flushRemovals()
   if #removing == 0 then return end
   chunked('HDEL', KEYS[1], nil, removing, 1)
   chunked('ZREM', KEYS[2], nil, removing, 1)
   chunked('ZREM', KEYS[3], nil, removing, 1)
   chunked('ZREM', KEYS[4], nil, removing, 1)
-  chunked('HDEL', KEYS[7], nil, removing, 1)
   removing, removingSet = {}, {}
 end
 local function flushPuts()
@@ -340,12 +317,12 @@ for _, ops in ipairs(groups) do
         for first = op.first, stop, 480 do
           redis.call('RPUSH', op.list, unpack(ARGV, first, math.min(first + 479, stop)))
         end
-      elseif name == 'put' or (name == 'rearm' and op.applies) then
+      elseif name == 'put' or (name == 'next' and op.applies) then
         if removingSet[op.key] then flushRemovals() end
         if puttingSet[op.key] then flushPuts() end
         puttingSet[op.key] = true
         putting[#putting + 1] = op
-        if not earliest or tonumber(op.at) < earliest then earliest = tonumber(op.at) end
+        note(op.dueAt)
       elseif name == 'delete' or name == 'consume' then
         remove(op.key)
       elseif name == 'prefix' then
@@ -368,8 +345,10 @@ for _, ops in ipairs(groups) do
           at = op.at
           redis.call('ZADD', KEYS[3], at, op.key)
         end
+        redis.call('ZADD', KEYS[2], op.dueAt, op.key)
         redis.call('HSET', KEYS[1], op.key, version .. ' ' .. at .. ' ' .. op.dueAt .. ' ' .. op.attempts .. ' '
           .. op.fields .. field('e', op.error) .. op.message)
+        note(op.dueAt)
       end
     end
   end
@@ -377,10 +356,15 @@ end
 flushPuts()
 flushRemovals()
 
--- The claims end; schedules put back are due again (a failed one at its retry time).
-if #release > 0 then
-  local restored = releaseClaims(KEYS[2], KEYS[1], KEYS[7], token, release)
-  if restored and (not earliest or restored < earliest) then earliest = restored end
+-- The unit's claims end.
+for first = 1, #claimed, 400 do
+  local last = math.min(first + 399, #claimed)
+  local claims = redis.call('HMGET', KEYS[7], unpack(claimed, first, last))
+  for j = first, last do
+    if token ~= '' and string.match(claims[j - first + 1] or '', '^(%S+) ') == token then
+      redis.call('HDEL', KEYS[7], claimed[j])
+    end
+  end
 end
 
 redis.call('SET', KEYS[6], #rejected == 0 and '1' or cjson.encode(rejected), 'PX', ARGV[1])

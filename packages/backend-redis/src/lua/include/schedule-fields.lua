@@ -1,7 +1,7 @@
--- After its header, a stored schedule holds optional fields, each '<tag><byte length> <content> ' (r: the
--- recurrence JSON, e: the error of the last failed attempt; a tag of a newer version is kept as it is), then
--- the message JSON, which starts with '{'. Returns the fields without the one tagged `tag`, and the message;
--- nil when the fields are not of that form.
+-- After its header, a stored schedule holds optional fields, each '<tag><byte length> <content> ' (r: a
+-- recurrence, s: a one-shot schedule's stored state, e: the error of the last failed attempt; a tag of a
+-- newer version is kept as it is), then the message JSON, which starts with '{'. Returns the fields
+-- without the one tagged `tag`, and the message; nil when the fields are not of that form.
 local function fieldsWithout(value, tag)
   local header = string.match(value, '^%d+ %-?%d+ %-?%d+ %d+ ')
   if not header then return nil end
