@@ -18,7 +18,12 @@ export {
   type OpenedBackend,
   type OptionReader,
 } from './backend/define.js';
-export { refuseTransactionControl, transactionControl } from './backend/sql.js';
+export {
+  refuseTransactionControl,
+  type SqlExecutor,
+  type SqlResult,
+  transactionControl,
+} from './backend/sql.js';
 export * from './backend.js';
 export { DueHeap, type HeapItem } from './calendar/heap.js';
 export * from './calendar/index.js';

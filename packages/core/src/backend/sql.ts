@@ -38,3 +38,23 @@ export function refuseTransactionControl(text: string): void {
     `${verb} would end duetime's transaction under it; nest with SAVEPOINT name / RELEASE SAVEPOINT name / ROLLBACK TO SAVEPOINT name instead (an ORM's nested transaction does this)`,
   );
 }
+
+/** What a statement sent through an {@link SqlExecutor} returns. */
+export interface SqlResult {
+  /** The rows it returned (none for a statement without `RETURNING`), as column → value objects. */
+  rows: Record<string, unknown>[];
+  /** How many rows it changed or returned. */
+  rowCount: number;
+}
+
+/**
+ * The executor contract of SQL backends: runs one statement with positional parameters (`$1`, `$2`, … on
+ * PostgreSQL) inside the transaction it stands for and returns its rows. Savepoints are plain statements
+ * through it. Everything an SQL backend does inside a transaction goes through one, so the transaction
+ * can be the application's own: a binding turns a library's transaction (Drizzle, Kysely, Knex, TypeORM,
+ * postgres.js, node-postgres) into an executor in a few lines (see `@duetime/bindings`), and
+ * `store.join(executor, fn)` runs duetime's writes in it.
+ */
+export interface SqlExecutor {
+  query(text: string, params: readonly unknown[]): Promise<SqlResult>;
+}

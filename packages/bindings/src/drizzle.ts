@@ -1,0 +1,53 @@
+import { type SQL, sql } from 'drizzle-orm';
+import type { SqlExecutor } from './executor.js';
+import { countOf, refuse, rowsOf } from './executor.js';
+
+/** The part of a Drizzle PostgreSQL transaction a binding uses (`db.transaction(async (tx) => …)`). */
+export interface DrizzleTransactionLike {
+  execute(query: SQL): PromiseLike<unknown>;
+  rollback(): unknown;
+}
+
+/**
+ * An executor on a Drizzle transaction on PostgreSQL (`db.transaction(async (tx) => …)`), over
+ * node-postgres or postgres.js. Pass it to `store.join`. The `db` itself is refused: it runs statements
+ * outside any transaction.
+ *
+ * @example
+ * await db.transaction(async (tx) => {
+ *   await tx.insert(orders).values({ id });
+ *   await store.join(fromDrizzle(tx), (dt) => dt.schedule(`order/${id}/expire`, expiry, message));
+ * });
+ */
+export function fromDrizzle(tx: DrizzleTransactionLike): SqlExecutor {
+  const handle = tx as unknown as { execute?: unknown; rollback?: unknown; transaction?: unknown } | null;
+  if (typeof handle?.execute !== 'function')
+    refuse(tx, 'a Drizzle transaction (the tx of db.transaction(async (tx) => …))');
+  if (typeof handle.rollback !== 'function')
+    refuse(tx, 'a Drizzle transaction (db.transaction(async (tx) => …)), not the db itself');
+  return {
+    async query(text, params) {
+      const result = (await tx.execute(withParams(text, params))) as {
+        rows?: unknown;
+        rowCount?: unknown;
+        count?: unknown;
+      };
+      // node-postgres answers { rows, rowCount }; postgres.js a row array with `count`.
+      const rows = rowsOf(Array.isArray(result) ? result : result.rows);
+      return { rows, rowCount: countOf(result.rowCount ?? result.count, rows.length) };
+    },
+  };
+}
+
+/** `text` with `$1`, `$2`, … as Drizzle parameters, so the driver binds them (never inlined). */
+function withParams(text: string, params: readonly unknown[]): SQL {
+  const chunks: SQL[] = [];
+  let last = 0;
+  for (const match of text.matchAll(/\$(\d+)/g)) {
+    chunks.push(sql.raw(text.slice(last, match.index)));
+    chunks.push(sql`${params[Number(match[1]) - 1]}`);
+    last = match.index + match[0].length;
+  }
+  chunks.push(sql.raw(text.slice(last)));
+  return sql.join(chunks);
+}

@@ -1,0 +1,30 @@
+import { CompiledQuery, type Transaction } from 'kysely';
+import type { SqlExecutor } from './executor.js';
+import { countOf, refuse, rowsOf } from './executor.js';
+
+/**
+ * An executor on a Kysely transaction (`db.transaction().execute(async (trx) => …)`, or a controlled
+ * transaction from `db.startTransaction().execute()`) on PostgreSQL. Pass it to `store.join`. A `Kysely`
+ * that is not a transaction is refused.
+ *
+ * @example
+ * await db.transaction().execute(async (trx) => {
+ *   await trx.insertInto('orders').values({ id }).execute();
+ *   await store.join(fromKysely(trx), (tx) => tx.schedule(`order/${id}/expire`, expiry, message));
+ * });
+ */
+// biome-ignore lint/suspicious/noExplicitAny: any database interface
+export function fromKysely(trx: Transaction<any>): SqlExecutor {
+  const handle = trx as unknown as { isTransaction?: unknown; executeQuery?: unknown } | null;
+  if (typeof handle?.executeQuery !== 'function')
+    refuse(trx, 'a Kysely transaction (the trx of db.transaction().execute(async (trx) => …))');
+  if (handle.isTransaction !== true)
+    refuse(trx, 'a Kysely transaction (db.transaction().execute(async (trx) => …)), not the Kysely instance');
+  return {
+    async query(text, params) {
+      const result = await trx.executeQuery(CompiledQuery.raw(text, [...params]));
+      const rows = rowsOf(result.rows);
+      return { rows, rowCount: countOf(result.numAffectedRows, rows.length) };
+    },
+  };
+}
