@@ -150,15 +150,20 @@ export class DashboardApi {
     throw new HttpError(404, `no action ${JSON.stringify(name)}`);
   }
 
+  /**
+   * Totals without reading any message: counts of heads only (`countSchedules`, `countDeadLetters`), each up
+   * to `countLimit`, and the oldest due time from the due order (`nextDueAt`).
+   */
   async #overview() {
     const now = this.#store.clock.now();
     const limit = this.#countLimit;
-    const [pending, due, dead] = await Promise.all([
-      this.#store.pageSchedules({ limit }),
-      this.#store.driver.dueSchedules(new Date(now), limit),
-      this.#store.pageDeadLetters({ limit }),
+    const [pending, due, dead, oldest] = await Promise.all([
+      this.#store.countSchedules({ limit }),
+      this.#store.countSchedules({ order: 'due', through: new Date(now), limit }),
+      this.#store.countDeadLetters({ limit }),
+      oldestDue(this.#store, now),
     ]);
-    const count = (n: number, more: boolean) => ({ count: n, more });
+    const count = (n: number) => ({ count: n, more: n >= limit });
     return {
       now: new Date(now).toISOString(),
       backend: this.#options.backend.name ?? 'custom',
@@ -166,10 +171,10 @@ export class DashboardApi {
       actions: this.#options.allowActions === true,
       csrf: this.#csrf,
       countLimit: limit,
-      pending: count(pending.items.length, pending.next !== undefined),
-      due: count(due.length, due.length >= limit),
-      deadLetters: count(dead.items.length, dead.next !== undefined),
-      oldestDue: due[0]?.dueAt.toISOString(),
+      pending: count(pending),
+      due: count(due),
+      deadLetters: count(dead),
+      oldestDue: oldest?.toISOString(),
       dispatchers: (this.#options.dispatchers ?? []).map((d) => d.snapshot()),
     };
   }
@@ -203,24 +208,26 @@ export class DashboardApi {
     return { items: page.items.map(deadLetterView), ...(page.next ? { next: page.next } : {}) };
   }
 
-  /** Recurring schedules: a scan of up to `countLimit` schedules (there is no index of recurring ones). */
+  /**
+   * Recurring schedules, up to `countLimit` of them: the store filters them (`recurring: true`), so one-shot
+   * schedules, however many, are neither read nor counted.
+   */
   async #recurring(query: URLSearchParams) {
     const prefix = optionalPrefix(query.get('prefix'));
     const items: ScheduleView[] = [];
-    let scanned = 0;
     let after: SchedulePageCursor | undefined;
-    while (scanned < this.#countLimit) {
+    while (items.length < this.#countLimit) {
       const page = await this.#store.pageSchedules({
-        limit: Math.min(500, this.#countLimit - scanned),
+        recurring: true,
+        limit: Math.min(PAGE_MAX, this.#countLimit - items.length),
         ...(prefix ? { prefix } : {}),
         ...(after ? { after } : {}),
       });
-      scanned += page.items.length;
-      for (const s of page.items) if (s.recurrence) items.push(scheduleView(s));
-      if (!page.next) return { items, scanned, complete: true };
+      for (const s of page.items) items.push(scheduleView(s));
+      if (!page.next) return { items, scanned: items.length, complete: true };
       after = page.next;
     }
-    return { items, scanned, complete: false };
+    return { items, scanned: items.length, complete: false };
   }
 
   async #groups(): Promise<GroupView[]> {
@@ -293,6 +300,15 @@ export class DashboardApi {
     }
     return views;
   }
+}
+
+/**
+ * When the schedule due longest ago became due (`undefined` when none is due), read from the due order
+ * without its message.
+ */
+export async function oldestDue(store: Store, now: number): Promise<Date | undefined> {
+  const first = await store.nextDueAt();
+  return first !== undefined && first.getTime() <= now ? first : undefined;
 }
 
 function pageSize(text: string | null): number {

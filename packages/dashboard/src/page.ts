@@ -391,7 +391,7 @@ async function loadRecurring() {
     body.appendChild(row);
   }
   if (page.items.length === 0) { const row = el('tr'); const td = cell(row, 'no recurring schedules', 'muted'); td.colSpan = 5; body.appendChild(row); }
-  $('recurring-note').textContent = page.complete ? '' : 'looked at the first ' + page.scanned + ' schedules';
+  $('recurring-note').textContent = page.complete ? '' : 'showing the first ' + page.scanned + ' recurring schedules';
 }
 
 /** A line of the page's words and user values ({ user }), as confirmAction takes them. */

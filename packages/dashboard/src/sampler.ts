@@ -1,4 +1,5 @@
 import type { Logger, Store } from '@duetime/core';
+import { oldestDue } from './api.js';
 import type { DashboardDispatcher } from './handler.js';
 
 /** One point of the lateness chart. */
@@ -82,11 +83,19 @@ export class LatenessSampler {
     this.#sampling = true;
     try {
       const now = this.#store.clock.now();
-      const due = await this.#store.driver.dueSchedules(new Date(now), this.#options.countLimit);
-      const oldest = due[0]?.dueAt.getTime();
+      // Heads only: a count and the due order's first instant, never a message.
+      const [due, first] = await Promise.all([
+        this.#store.countSchedules({
+          order: 'due',
+          through: new Date(now),
+          limit: this.#options.countLimit,
+        }),
+        oldestDue(this.#store, now),
+      ]);
+      const oldest = first?.getTime();
       const sample: LatenessSample = {
         at: new Date(now).toISOString(),
-        due: due.length,
+        due,
         oldestDueMs: oldest === undefined ? 0 : Math.max(0, now - oldest),
       };
       if (this.#options.dispatchers.length > 0) {

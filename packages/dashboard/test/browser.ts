@@ -94,7 +94,7 @@ export async function seed(backend: Backend): Promise<{ leaderToken: number }> {
   );
   await waitFor(
     'every due order tried once',
-    async () => (await backend.store.driver.dueSchedules(new Date(), 100)).length === 0,
+    async () => (await backend.store.countSchedules({ order: 'due', through: new Date(), limit: 1 })) === 0,
   );
   ac.abort();
   await done;

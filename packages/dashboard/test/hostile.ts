@@ -49,7 +49,7 @@ export async function seedHostile(backend: Backend): Promise<void> {
   await waitFor('the dead letter', async () => (await backend.store.loadDeadLetter(DEAD_KEY)) !== undefined);
   await waitFor(
     'every hostile schedule tried once',
-    async () => (await backend.store.driver.dueSchedules(new Date(), 100)).length === 0,
+    async () => (await backend.store.countSchedules({ order: 'due', through: new Date(), limit: 1 })) === 0,
   );
   ac.abort();
   await done;
