@@ -1,35 +1,52 @@
 import {
   CorruptDataError,
   type DeadLetterRecord,
+  decodeDeadLetter,
+  decodeEvent,
+  decodeSchedule,
   type Event,
-  type Message,
-  readRecurrence,
+  isOneShot,
   type Schedule,
+  type ScheduleHead,
+  type StoredState,
 } from '@duetime/core';
 
 /*
  * A schedule is stored as one hash field, `version at dueAt attempts ` (the header the Lua commands read and
  * rewrite without JSON), then its optional fields, then the message's JSON (which always starts with `{`).
  * An optional field is `<tag><byte length> <content> `, the tag one lowercase letter:
- *   r  the recurrence (core's StoredRecurrence JSON, versioned by its own `v`)
+ *   r  a recurrence (core's stored state JSON): the schedule is recurring
+ *   s  a one-shot schedule's stored state (an operator's pause, a queued delivery)
  *   e  the error of the last failed attempt of this version
- * A plain one-shot schedule has none, so its value is what earlier versions wrote. A tag this version does
- * not know was written by a newer one: reading it fails with a CorruptDataError saying so, and the scripts
- * keep it as it is when they rewrite a value.
+ * The state comes first, so the scripts tell a recurring schedule by its first field alone. A tag this
+ * version does not know was written by a newer one: reading it fails with a CorruptDataError saying so.
  */
 const HEADER = /^(\d+) (-?\d+) (-?\d+) (\d+) /;
 const BRACE = 0x7b;
 const SPACE = 0x20;
 
-/** Reads a stored schedule; `where` names the hash, for errors. */
-export function decodeSchedule(key: string, value: unknown, where: string): Schedule {
+/** The state's field tag (`r` or `s`) and its JSON, or `''` twice for none. */
+export function encodeState(state: StoredState | undefined): [string, string] {
+  if (state === undefined) return ['', ''];
+  return [isOneShot(state) ? 's' : 'r', JSON.stringify(state)];
+}
+
+/**
+ * Reads a stored schedule; `where` names the hash, for errors. A value cut to its header (a `heads` list)
+ * gives a head without message.
+ */
+export function decodeStored(key: string, value: unknown, where: string): Schedule;
+export function decodeStored(key: string, value: unknown, where: string, heads: true): ScheduleHead;
+export function decodeStored(key: string, value: unknown, where: string, heads = false): ScheduleHead {
   if (typeof value !== 'string')
     throw new CorruptDataError(`key ${where} has an index entry for ${JSON.stringify(key)} but no schedule`);
-  const field = () => `key ${where} field ${JSON.stringify(key)}`;
-  const bad = (why = 'does not hold a duetime schedule') => new CorruptDataError(`${field()} ${why}`);
+  const field = `key ${where} field ${JSON.stringify(key)}`;
+  const bad = (why = 'does not hold a duetime schedule') => new CorruptDataError(`${field} ${why}`);
   const header = HEADER.exec(value);
   if (!header) throw bad();
+  const [, version, at, dueAt, attempts] = header;
   let rest = value.slice(header[0].length);
+  if (heads && rest === '') return { key, at: new Date(+at!), dueAt: new Date(+dueAt!), version: +version!, attempts: +attempts! };
   let recurrence: string | undefined;
   let lastError: string | undefined;
   if (rest.length > 0 && rest.charCodeAt(0) !== BRACE) {
@@ -53,7 +70,7 @@ export function decodeSchedule(key: string, value: unknown, where: string): Sche
       )
         throw bad();
       const content = bytes.toString('utf8', start, start + length);
-      if (tag === 0x72) recurrence = content;
+      if (tag === 0x72 || tag === 0x73) recurrence = content;
       else if (tag === 0x65) lastError = content;
       else
         throw bad(
@@ -63,54 +80,37 @@ export function decodeSchedule(key: string, value: unknown, where: string): Sche
     }
     rest = bytes.toString('utf8', pos);
   }
-  const message = parseJson(rest);
-  if (!isMessage(message)) throw bad();
-  const schedule: Schedule = {
-    key,
-    at: new Date(Number(header[2])),
-    message,
-    version: Number(header[1]),
-    attempts: Number(header[4]),
-    dueAt: new Date(Number(header[3])),
-  };
-  if (lastError !== undefined) schedule.lastError = lastError;
-  if (recurrence !== undefined) {
-    try {
-      schedule.recurrence = readRecurrence(parseJson(recurrence), `the recurrence of ${field()}`);
-    } catch (error) {
-      throw new CorruptDataError((error as Error).message, { cause: error });
-    }
-  }
-  return schedule;
+  if (parseJson(rest) === undefined) throw bad();
+  return decodeSchedule(
+    { key, at: +at!, dueAt: +dueAt!, version: +version!, attempts: +attempts!, message: rest, lastError, recurrence },
+    `key ${where}`,
+  );
 }
 
-/** Decodes a flat `[key1, value1, key2, value2, ...]` reply into schedules. */
-export function decodeSchedulePairs(reply: unknown[], where: string): Schedule[] {
-  const out: Schedule[] = [];
+/** Decodes a flat `[key1, value1, key2, value2, ...]` reply into schedules (heads, with `heads`). */
+export function decodePairs(reply: unknown[], where: string, heads = false): ScheduleHead[] {
+  const out: ScheduleHead[] = [];
   for (let i = 0; i + 1 < reply.length; i += 2)
-    out.push(decodeSchedule(String(reply[i]), reply[i + 1], where));
+    out.push(
+      heads
+        ? decodeStored(String(reply[i]), reply[i + 1], where, true)
+        : decodeStored(String(reply[i]), reply[i + 1], where),
+    );
   return out;
 }
 
 /** Reads one stored event of the list `where`. */
-export function decodeEvent(value: string, where: string): Event {
-  const event = parseJson(value);
-  if (
-    !isMessage(event) ||
-    typeof event.aggregateId !== 'string' ||
-    typeof (event as Partial<Event>).sequence !== 'number' ||
-    typeof (event as Partial<Event>).timestamp !== 'number'
-  )
+export function decodeStoredEvent(aggregateId: string, value: string, where: string): Event {
+  const event = parseJson(value) as Partial<Event> | undefined;
+  if (typeof event !== 'object' || event === null)
     throw new CorruptDataError(`key ${where} holds an entry that is not a duetime event`);
-  return event as Event;
-}
-
-export function encodeEvent(event: Event): string {
-  return JSON.stringify(event);
-}
-
-export function encodeMessage(message: Message): string {
-  return JSON.stringify(message);
+  const { sequence, type, timestamp, data } = event;
+  const decoded = decodeEvent(
+    aggregateId,
+    { sequence, type, timestamp, data: data === undefined ? undefined : JSON.stringify(data) },
+    `key ${where}`,
+  );
+  return event.trace ? { ...decoded, trace: event.trace } : decoded;
 }
 
 /**
@@ -118,7 +118,7 @@ export function encodeMessage(message: Message): string {
  * "message":{…}}`, in the dead-letter hash under its key. `v` is the form's version: a later one is refused
  * (it was written by a newer version of duetime) rather than misread.
  */
-export function encodeDeadLetter(record: DeadLetterRecord): string {
+export function encodeDeadLetter(record: Omit<DeadLetterRecord, 'key'>): string {
   return JSON.stringify({
     v: 1,
     version: record.version,
@@ -131,38 +131,18 @@ export function encodeDeadLetter(record: DeadLetterRecord): string {
 }
 
 /** Reads a stored dead letter; `where` names the hash, for errors. */
-export function decodeDeadLetter(key: string, value: unknown, where: string): DeadLetterRecord {
+export function decodeStoredDeadLetter(key: string, value: unknown, where: string): DeadLetterRecord {
   const field = `key ${where} field ${JSON.stringify(key)}`;
   if (typeof value !== 'string')
-    throw new CorruptDataError(
-      `key ${where} has an index entry for ${JSON.stringify(key)} but no dead letter`,
-    );
+    throw new CorruptDataError(`key ${where} has an index entry for ${JSON.stringify(key)} but no dead letter`);
   const d = parseJson(value) as Record<string, unknown> | undefined;
-  if (typeof d === 'object' && d !== null && typeof d.v === 'number' && d.v > 1)
+  if (typeof d !== 'object' || d === null || typeof d.v !== 'number')
+    throw new CorruptDataError(`${field} does not hold a duetime dead letter`);
+  if (d.v > 1)
     throw new CorruptDataError(
       `${field} holds a dead letter of form ${d.v}, which this version of duetime cannot read: it was written by a newer version`,
     );
-  if (
-    typeof d !== 'object' ||
-    d === null ||
-    d.v !== 1 ||
-    typeof d.version !== 'number' ||
-    typeof d.at !== 'number' ||
-    typeof d.attempts !== 'number' ||
-    typeof d.error !== 'string' ||
-    typeof d.deadAt !== 'number' ||
-    !isMessage(d.message)
-  )
-    throw new CorruptDataError(`${field} does not hold a duetime dead letter`);
-  return {
-    key,
-    version: d.version,
-    at: new Date(d.at),
-    message: d.message,
-    attempts: d.attempts,
-    error: d.error,
-    deadAt: new Date(d.deadAt),
-  };
+  return decodeDeadLetter({ ...(d as Omit<DeadLetterRecord, 'key'>), key }, field);
 }
 
 function parseJson(text: string): unknown {
@@ -171,11 +151,4 @@ function parseJson(text: string): unknown {
   } catch {
     return undefined;
   }
-}
-
-/** A message as stored: a type, and an aggregate id when it has one. */
-function isMessage(value: unknown): value is Message {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
-  const m = value as Record<string, unknown>;
-  return typeof m.type === 'string' && (m.aggregateId === undefined || typeof m.aggregateId === 'string');
 }

@@ -123,35 +123,24 @@ export async function checkServer(
   timeoutMs: number,
   load: () => Promise<void>,
 ): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () =>
-        reject(
-          new BackendError('connect', `redis ${target} did not answer within ${timeoutMs} ms`, {
-            transient: true,
-          }),
-        ),
-      timeoutMs,
-    );
-  });
+  const check = async () => {
+    const info = String(await client.info('server'));
+    const version = /redis_version:(\d+)\.(\d+)/.exec(info);
+    if (!version || Number(version[1]) < 7)
+      throw new NotSupportedError(
+        `redis ${target} runs version ${version ? `${version[1]}.${version[2]}` : 'unknown'}; duetime needs Redis 7 or later`,
+      );
+    await load();
+  };
   try {
-    await Promise.race([
-      (async () => {
-        const info = String(await client.info('server'));
-        const version = /redis_version:(\d+)\.(\d+)/.exec(info);
-        if (!version || Number(version[1]) < 7)
-          throw new NotSupportedError(
-            `redis ${target} runs version ${version ? `${version[1]}.${version[2]}` : 'unknown'}; duetime needs Redis 7 or later`,
-          );
-        await load();
-      })(),
-      timeout,
-    ]);
+    await within(
+      timeoutMs,
+      check(),
+      () =>
+        new BackendError('connect', `redis ${target} did not answer within ${timeoutMs} ms`, { transient: true }),
+    );
   } catch (error) {
     throw mapRedisError(error, 'connect', target);
-  } finally {
-    clearTimeout(timer);
   }
 }
 

@@ -34,10 +34,7 @@ export class KeySpace {
    * recurring schedule, the error of the last failed attempt; see codec.ts).
    */
   readonly schedules: string;
-  /**
-   * Sorted set of schedule keys scored by `dueAt` (what deliveries claim from), or by the claim's expiry
-   * while a delivery holds the schedule.
-   */
+  /** Sorted set of schedule keys scored by `dueAt` (what deliveries claim from). */
   readonly due: string;
   /** Sorted set of schedule keys scored by `at` (listing order). */
   readonly at: string;
@@ -49,7 +46,7 @@ export class KeySpace {
   readonly leaseToken: string;
   /** Pub/sub channel announcing commits that put schedules. */
   readonly channel: string;
-  /** Hash: schedule key -> the token of the delivery that claimed it. */
+  /** Hash: schedule key -> `token version claimedUntil` of the unit that claimed it (server clock, ms). */
   readonly claims: string;
   /** Hash: schedule key -> its dead letter, as JSON. */
   readonly dead: string;

@@ -1,7 +1,6 @@
 import {
   CorruptDataError,
   type CursorBackend,
-  InvalidArgumentError,
   type LeaseBackend,
   type LeaseGrant,
   type LeaseHolder,
@@ -14,8 +13,6 @@ interface Context {
   keys: KeySpace;
   runner: ScriptRunner;
   target: string;
-  /** Throws once the backend is closed. */
-  check(): void;
 }
 
 /**
@@ -74,7 +71,6 @@ export class RedisLeases implements LeaseBackend {
     extraKeys: string[],
     args: string[],
   ): Promise<unknown> {
-    this.#c.check();
     const leaseKey = this.#c.keys.lease(key);
     try {
       return await this.#c.runner.run(script, [leaseKey, ...extraKeys], args);
@@ -93,7 +89,6 @@ export class RedisCursors implements CursorBackend {
   }
 
   async read(key: string): Promise<Date | undefined> {
-    this.#c.check();
     const cursorKey = this.#c.keys.cursor(key);
     let value: string | null;
     try {
@@ -105,7 +100,6 @@ export class RedisCursors implements CursorBackend {
   }
 
   async advance(key: string, at: Date, ttlMs: number): Promise<Date> {
-    this.#c.check();
     const cursorKey = this.#c.keys.cursor(key);
     try {
       const stored = await this.#c.runner.run(
@@ -120,10 +114,8 @@ export class RedisCursors implements CursorBackend {
   }
 }
 
-/** Redis takes whole milliseconds, at least 1. */
+/** Redis takes whole milliseconds, at least 1 (core checked the number). */
 function wholeMs(ms: number): string {
-  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms <= 0)
-    throw new InvalidArgumentError('ttlMs', ms, 'must be a positive number of milliseconds');
   return String(Math.max(1, Math.ceil(ms)));
 }
 

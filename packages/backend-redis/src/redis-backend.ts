@@ -1,19 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import {
   type Backend,
-  BackendLifecycle,
-  booleanOption,
   type Clock,
-  ClosedError,
-  createStore,
-  durationOption,
-  guardCursors,
-  guardLeases,
+  defineBackend,
+  duration,
   InvalidArgumentError,
   type Logger,
+  MAX_TIMER_MS,
   NotFoundError,
+  type OptionReader,
   positiveInteger,
-  readFactoryOptions,
 } from '@duetime/core';
 import type { Redis, RedisOptions } from 'ioredis';
 import {
@@ -25,11 +21,12 @@ import {
   isRedisClient,
   parseRedisUrl,
 } from './connection.js';
+import { Committer } from './commit.js';
 import { mapRedisError } from './errors.js';
 import { KeySpace, storePrefix } from './keys.js';
 import { RedisCursors, RedisLeases } from './leases.js';
 import { type RedisClient, type ReplicaWait, ScriptRunner } from './scripts.js';
-import { RedisStoreDriver } from './store.js';
+import { RedisStore, type RedisUnit } from './store.js';
 import { ChangeWatcher } from './watch.js';
 
 /** Where the backend connects: a URL (it creates and closes its own client) or the application's client. */
@@ -41,7 +38,7 @@ export interface RedisBackendOptions {
    * independent. The braces make it a Redis Cluster hash tag, so a store lives in one slot.
    */
   prefix?: string;
-  /** Stamps events and drives dispatchers (default: the system clock). Leases and cursors use the server's clock. */
+  /** Stamps events and drives dispatchers (default: the system clock). Leases, cursors and claims use the server's clock. */
   clock?: Clock;
   logger?: Logger;
   /** For clients created from a URL: how long to wait for the TCP connection, in ms (default 5,000). */
@@ -49,9 +46,10 @@ export interface RedisBackendOptions {
   /** How long the first commands (version check, script loading) may take before the factory fails, in ms (default 10,000). */
   startupTimeoutMs?: number;
   /**
-   * Delivery claims: a delivery claims its schedule (`SET NX PX`) so other dispatchers skip it meanwhile
-   * (default on, with a 5,000 ms time to live renewed every third of it). `false` turns them off: then two
-   * dispatchers may both run a processor and exactly one commits.
+   * Delivery claims (default on, with a 5,000 ms time to live on the server's clock, renewed every third of
+   * it): a claimed schedule is skipped by other deliveries until its unit ends or, when its process died,
+   * the claim lapses (the next delivery then counts the crash as an attempt). `false` turns them off: then
+   * two dispatchers may both run a processor and exactly one commits, and crashes are not counted.
    */
   claims?: boolean | { ttlMs?: number /** @deprecated Renamed to `ttlMs`. */; ttl?: number };
   /**
@@ -73,9 +71,8 @@ export interface RedisBackendOptions {
   /**
    * Replicated writes (off by default): after each commit, lease acquisition or renewal and cursor advance,
    * `WAIT replicas timeout` on the same connection, so the call returns only once that many replicas hold
-   * the write, and a failover that promotes one of them loses nothing acknowledged. A write not confirmed
-   * in time fails with a transient `BackendError` (a commit retries within `commitTimeoutMs`, without
-   * applying twice). A number is the replica count with a 1,000 ms timeout. See the README, "Failover".
+   * the write. A write not confirmed in time fails with a transient `BackendError` (a commit retries within
+   * `commitTimeoutMs`, without applying twice). A number is the replica count with a 1,000 ms timeout.
    */
   waitForReplicas?: number | { replicas: number; timeoutMs?: number };
   /** @deprecated Renamed to {@link connectTimeoutMs}; the old name is removed in the next minor version. */
@@ -96,6 +93,129 @@ export const RENAMED_OPTIONS = {
   commitRetryWindow: 'commitTimeoutMs',
 } as const;
 
+function readOptions(read: OptionReader) {
+  const prefix = storePrefix(read.value('prefix') ?? 'duetime');
+  const redisOptions = read.value<RedisOptions>('redisOptions');
+  if (redisOptions?.keyPrefix)
+    throw new InvalidArgumentError(
+      'options.redisOptions.keyPrefix',
+      redisOptions.keyPrefix,
+      'is not supported; name the store with options.prefix',
+    );
+  return {
+    prefix,
+    startupTimeoutMs: read.duration('startupTimeoutMs', 10_000),
+    commitTimeoutMs: read.duration('commitTimeoutMs', 15_000, { allowZero: true, max: Number.POSITIVE_INFINITY }),
+    requestTimeoutMs: read.duration('requestTimeoutMs', 30_000),
+    migrate: read.boolean('migrate', true),
+    redisOptions,
+    ...claimSetting(read.value('claims')),
+    replicaWait: replicaWaitSetting(read.value('waitForReplicas')),
+  };
+}
+
+type Resolved = ReturnType<typeof readOptions>;
+
+const factory = defineBackend<RedisConnection, RedisBackendOptions, Resolved, undefined, RedisUnit>({
+  name: 'redis',
+  factory: 'createRedisBackend',
+  renamed: RENAMED_OPTIONS,
+  connectTimeoutMs: 5000,
+  options: readOptions,
+  async open(connection, ctx) {
+    const { options, logger } = ctx;
+    const { prefix, replicaWait } = options;
+    if (typeof connection !== 'object' || connection === null)
+      throw new InvalidArgumentError('connection', connection, 'must be { url } or { client }');
+    if (options.claimsTtlRenamed)
+      logger.warn(
+        'createRedisBackend: options.claims.ttl is deprecated and will be removed in the next minor version; use options.claims.ttlMs',
+        { option: 'claims.ttl', replacement: 'claims.ttlMs' },
+      );
+    let client: RedisClient;
+    let owned: Redis | undefined;
+    let target: string;
+    if (connection.client !== undefined) {
+      if (!isRedisClient(connection.client))
+        throw new InvalidArgumentError('connection.client', connection.client, 'must be an ioredis Redis or Cluster');
+      if (connection.url !== undefined)
+        throw new InvalidArgumentError('connection', '{ url, client }', 'give either url or client, not both');
+      const { keyPrefix } = connection.client.options;
+      if (keyPrefix)
+        throw new InvalidArgumentError(
+          'connection.client',
+          `client with keyPrefix ${JSON.stringify(keyPrefix)}`,
+          'ioredis would prefix only some of the keys duetime uses; pass a client without keyPrefix and name the store with options.prefix',
+        );
+      client = connection.client;
+      target = describeClient(client);
+    } else {
+      const url = parseRedisUrl(connection.url);
+      target = url.display;
+      const redis = await ctx.connect(`redis ${target}`, () =>
+        connectUrl(url, {
+          connectTimeoutMs: ctx.connectTimeoutMs,
+          requestTimeoutMs: options.requestTimeoutMs,
+          connectionName: `duetime:${prefix}`,
+          ...(options.redisOptions ? { redisOptions: options.redisOptions } : {}),
+        }),
+      );
+      owned = redis;
+      ctx.onClose(async () => {
+        await redis.quit().catch((error: unknown) => {
+          logger.debug('redis quit failed; disconnecting', { error: mapRedisError(error, 'close', target) });
+        });
+        redis.disconnect();
+      });
+      redis.on('error', (error: Error) => logger.debug('redis connection error', { error: error.message }));
+      client = redis;
+    }
+
+    const keys = new KeySpace(prefix);
+    const runner = new ScriptRunner(client, owned ? undefined : options.requestTimeoutMs, replicaWait);
+    await checkServer(client, target, options.startupTimeoutMs, async () => {
+      await runner.load();
+      await adviseOnConfig(client, target, logger);
+      if (replicaWait) await adviseOnReplicas(client, target, replicaWait.replicas, logger);
+      if (!options.migrate) await requireExistingStore(runner, keys, target);
+    });
+
+    const senderId = randomBytes(8).toString('base64url');
+    const watcher = new ChangeWatcher({
+      client,
+      channel: keys.channel,
+      senderId,
+      ...(owned ? { connectionName: `duetime-watch:${prefix}` } : {}),
+      logger,
+    });
+    ctx.onClose(() => watcher.close());
+    const committer = new Committer({
+      runner,
+      keys,
+      target,
+      logger,
+      clock: ctx.clock,
+      senderId,
+      commitTimeoutMs: options.commitTimeoutMs,
+      markerTtl: Math.max(60_000, 4 * Math.min(options.commitTimeoutMs, MAX_TIMER_MS)),
+    });
+    const store = new RedisStore({ runner, keys, target, logger, senderId, claimTtl: options.claimTtl, committer, watcher });
+    const context = { keys, runner, target };
+    return {
+      store,
+      leases: new RedisLeases(context),
+      cursors: new RedisCursors(context),
+      capabilities: {
+        multiProcess: true,
+        durable: true,
+        sql: false,
+        exclusiveClaims: options.claimTtl !== undefined,
+      },
+      describe: `redis backend (prefix ${prefix})`,
+    };
+  },
+});
+
 /**
  * Opens a duetime backend on Redis 7 or later: the transactional store, leases and cursors.
  *
@@ -110,131 +230,11 @@ export const RENAMED_OPTIONS = {
  * @throws {BackendError} when the server cannot be reached, refuses the login, or does not answer in time.
  * @throws {NotSupportedError} for a server older than Redis 7.
  */
-export async function createRedisBackend(
+export function createRedisBackend(
   connection: RedisConnection,
-  given: RedisBackendOptions = {},
+  options: RedisBackendOptions = {},
 ): Promise<Backend<undefined>> {
-  if (typeof connection !== 'object' || connection === null)
-    throw new InvalidArgumentError('connection', connection, 'must be { url } or { client }');
-  const { options, clock, logger } = readFactoryOptions(given, {
-    factory: 'createRedisBackend',
-    renamed: RENAMED_OPTIONS,
-  });
-  const prefix = storePrefix(options.prefix ?? 'duetime');
-  const connectTimeoutMs = durationOption('options.connectTimeoutMs', options.connectTimeoutMs, 5000);
-  const startupTimeoutMs = durationOption('options.startupTimeoutMs', options.startupTimeoutMs, 10_000);
-  const commitTimeoutMs = durationOption('options.commitTimeoutMs', options.commitTimeoutMs, 15_000, {
-    allowZero: true,
-    max: Number.POSITIVE_INFINITY,
-  });
-  const requestTimeoutMs = durationOption('options.requestTimeoutMs', options.requestTimeoutMs, 30_000);
-  const claimTtl = claimSetting(options.claims, logger);
-  const migrate = booleanOption('options.migrate', options.migrate, true);
-  const replicaWait = replicaWaitSetting(options.waitForReplicas);
-
-  let client: RedisClient;
-  let owned: Redis | undefined;
-  let target: string;
-  if (connection.client !== undefined) {
-    if (!isRedisClient(connection.client))
-      throw new InvalidArgumentError(
-        'connection.client',
-        connection.client,
-        'must be an ioredis Redis or Cluster',
-      );
-    if (connection.url !== undefined)
-      throw new InvalidArgumentError('connection', '{ url, client }', 'give either url or client, not both');
-    const { keyPrefix } = connection.client.options;
-    if (keyPrefix)
-      throw new InvalidArgumentError(
-        'connection.client',
-        `client with keyPrefix ${JSON.stringify(keyPrefix)}`,
-        'ioredis would prefix only some of the keys duetime uses; pass a client without keyPrefix and name the store with options.prefix',
-      );
-    client = connection.client;
-    target = describeClient(client);
-  } else {
-    const url = parseRedisUrl(connection.url);
-    if (options.redisOptions?.keyPrefix)
-      throw new InvalidArgumentError(
-        'options.redisOptions.keyPrefix',
-        options.redisOptions.keyPrefix,
-        'is not supported; name the store with options.prefix',
-      );
-    target = url.display;
-    owned = await connectUrl(url, {
-      connectTimeoutMs,
-      requestTimeoutMs,
-      connectionName: `duetime:${prefix}`,
-      ...(options.redisOptions ? { redisOptions: options.redisOptions } : {}),
-    });
-    owned.on('error', (error: Error) => logger.debug('redis connection error', { error: error.message }));
-    client = owned;
-  }
-
-  const keys = new KeySpace(prefix);
-  const runner = new ScriptRunner(client, owned ? undefined : requestTimeoutMs, replicaWait);
-  try {
-    await checkServer(client, target, startupTimeoutMs, async () => {
-      await runner.load();
-      await adviseOnConfig(client, target, logger);
-      if (replicaWait) await adviseOnReplicas(client, target, replicaWait.replicas, logger);
-      if (!migrate) await requireExistingStore(runner, keys, target);
-    });
-  } catch (error) {
-    owned?.disconnect();
-    throw error;
-  }
-
-  const senderId = randomBytes(8).toString('base64url');
-  const lifecycle = new BackendLifecycle(`redis backend (prefix ${prefix})`);
-  // The store's parts keep working until the store has closed (closing drains them); leases and cursors
-  // are refused from the moment close() is called (guardLeases, guardCursors).
-  let storeClosed = false;
-  const check = () => {
-    if (storeClosed) throw new ClosedError(lifecycle.what);
-  };
-  const watcher = new ChangeWatcher({
-    client,
-    channel: keys.channel,
-    senderId,
-    ...(owned ? { connectionName: `duetime-watch:${prefix}` } : {}),
-    logger,
-  });
-  const driver = new RedisStoreDriver({
-    runner,
-    keys,
-    target,
-    logger,
-    senderId,
-    watcher,
-    claimTtl,
-    commitRetryWindow: commitTimeoutMs,
-    markerTtl: Math.max(60_000, 4 * commitTimeoutMs),
-    check,
-  });
-  const store = createStore(driver, { clock, logger });
-  const context = { keys, runner, target, check };
-  return {
-    name: 'redis',
-    store,
-    leases: guardLeases(new RedisLeases(context), lifecycle),
-    cursors: guardCursors(new RedisCursors(context), lifecycle),
-    capabilities: { multiProcess: true, durable: true, sql: false, exclusiveClaims: claimTtl !== undefined },
-    close: () =>
-      lifecycle.close(async () => {
-        await store.close();
-        storeClosed = true;
-        if (owned) {
-          await owned.quit().catch((error: unknown) => {
-            logger.debug('redis quit failed; disconnecting', {
-              error: mapRedisError(error, 'close', target),
-            });
-          });
-          owned.disconnect();
-        }
-      }),
-  };
+  return factory(connection, options);
 }
 
 /**
@@ -250,44 +250,31 @@ async function requireExistingStore(runner: ScriptRunner, keys: KeySpace, target
     );
 }
 
-function claimSetting(claims: RedisBackendOptions['claims'], logger: Logger): number | undefined {
-  if (claims === undefined || claims === true) return 5000;
-  if (claims === false) return undefined;
+function claimSetting(claims: unknown): { claimTtl: number | undefined; claimsTtlRenamed: boolean } {
+  if (claims === undefined || claims === true) return { claimTtl: 5000, claimsTtlRenamed: false };
+  if (claims === false) return { claimTtl: undefined, claimsTtlRenamed: false };
   if (typeof claims !== 'object' || claims === null || Array.isArray(claims))
     throw new InvalidArgumentError('options.claims', claims, 'must be a boolean or { ttlMs }');
-  let ttlMs = claims.ttlMs;
-  if (claims.ttl !== undefined) {
-    if (ttlMs !== undefined)
-      throw new InvalidArgumentError(
-        'options.claims.ttl',
-        claims.ttl,
-        'is the old name of options.claims.ttlMs; give only ttlMs',
-      );
-    logger.warn(
-      'createRedisBackend: options.claims.ttl is deprecated and will be removed in the next minor version; use options.claims.ttlMs',
-      { option: 'claims.ttl', replacement: 'claims.ttlMs' },
-    );
-    ttlMs = claims.ttl;
-  }
-  return durationOption(
-    claims.ttl !== undefined && claims.ttlMs === undefined ? 'options.claims.ttl' : 'options.claims.ttlMs',
-    ttlMs,
-    5000,
-  );
+  const { ttlMs, ttl } = claims as { ttlMs?: unknown; ttl?: unknown };
+  if (ttl !== undefined && ttlMs !== undefined)
+    throw new InvalidArgumentError('options.claims.ttl', ttl, 'is the old name of options.claims.ttlMs; give only ttlMs');
+  const [field, value] = ttl !== undefined ? ['options.claims.ttl', ttl] : ['options.claims.ttlMs', ttlMs];
+  return {
+    claimTtl: value === undefined ? 5000 : duration(field, value, { max: MAX_TIMER_MS }),
+    claimsTtlRenamed: ttl !== undefined,
+  };
 }
 
-function replicaWaitSetting(setting: RedisBackendOptions['waitForReplicas']): ReplicaWait | undefined {
+function replicaWaitSetting(setting: unknown): ReplicaWait | undefined {
   if (setting === undefined) return undefined;
-  if (typeof setting === 'number')
-    return { replicas: positiveInteger('options.waitForReplicas', setting), timeoutMs: 1000 };
+  if (typeof setting === 'number') return { replicas: positiveInteger('options.waitForReplicas', setting), timeoutMs: 1000 };
   if (typeof setting !== 'object' || setting === null)
-    throw new InvalidArgumentError(
-      'options.waitForReplicas',
-      setting,
-      'must be a replica count or { replicas, timeoutMs }',
-    );
+    throw new InvalidArgumentError('options.waitForReplicas', setting, 'must be a replica count or { replicas, timeoutMs }');
+  const { replicas, timeoutMs } = setting as { replicas?: unknown; timeoutMs?: unknown };
   return {
-    replicas: positiveInteger('options.waitForReplicas.replicas', setting.replicas),
-    timeoutMs: Math.ceil(durationOption('options.waitForReplicas.timeoutMs', setting.timeoutMs, 1000)),
+    replicas: positiveInteger('options.waitForReplicas.replicas', replicas),
+    timeoutMs: Math.ceil(
+      timeoutMs === undefined ? 1000 : duration('options.waitForReplicas.timeoutMs', timeoutMs, { max: MAX_TIMER_MS }),
+    ),
   };
 }

@@ -37,13 +37,17 @@ class ScriptMismatchError extends Error {
   }
 }
 
-/** `pending`, or an error after `ms`. */
-export function within<T>(ms: number, pending: Promise<T>): Promise<T> {
+/** `pending`, or an error (`timedOut()`'s) after `ms`. */
+export function within<T>(
+  ms: number,
+  pending: Promise<T>,
+  timedOut = () => new Error(`no answer within ${ms} ms`),
+): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
     pending,
     new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+      timer = setTimeout(() => reject(timedOut()), ms);
     }),
   ]).finally(() => clearTimeout(timer));
 }
@@ -160,13 +164,7 @@ export class ScriptRunner {
     const pending = command(this.#client);
     if (this.#timeoutMs === undefined) return pending;
     const ms = this.#timeoutMs;
-    let timer: NodeJS.Timeout | undefined;
-    return Promise.race([
-      pending,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`Command timed out after ${ms} ms`)), ms);
-      }),
-    ]).finally(() => clearTimeout(timer));
+    return within(ms, pending, () => new Error(`Command timed out after ${ms} ms`));
   }
 }
 

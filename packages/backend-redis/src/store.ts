@@ -1,19 +1,20 @@
-import {
-  type BufferedReads,
-  createBufferedTransaction,
-  type DeadLetterRecord,
-  type DeliveryTransaction,
-  type DriverDeadLetterQuery,
-  type DriverScheduleQuery,
-  type DriverTransaction,
-  type Event,
-  type Logger,
-  type Schedule,
-  type StoreDriver,
+import type {
+  Changes,
+  Claimed,
+  ClaimRequest,
+  DeadLetterListQuery,
+  DeadLetterRecord,
+  Event,
+  ListQuery,
+  Logger,
+  Schedule,
+  ScheduleHead,
+  StoreAdapter,
+  Unit,
+  WatchEvent,
 } from '@duetime/core';
-import { decodeDeadLetter, decodeEvent, decodeSchedule, decodeSchedulePairs } from './codec.js';
-import { Committer } from './commit.js';
-import { Deliveries } from './delivery.js';
+import { decodePairs, decodeStored, decodeStoredDeadLetter, decodeStoredEvent } from './codec.js';
+import type { Committer } from './commit.js';
 import { mapRedisError } from './errors.js';
 import type { KeySpace } from './keys.js';
 import { runScript, type ScriptRunner } from './scripts.js';
@@ -24,146 +25,150 @@ const LIST_BUDGET = 4096;
 /** Up to this many keys under a prefix are sorted directly from the key index. */
 const LIST_SORT_LIMIT = 2000;
 
+/** A unit: nothing but its claim token ('' without claims) and what it claimed. */
+export interface RedisUnit extends Unit<undefined> {
+  readonly token: string;
+  readonly claimed?: readonly Claimed[];
+}
+
 export interface StoreSettings {
   runner: ScriptRunner;
   keys: KeySpace;
   /** `host:port` for messages. */
   target: string;
   logger: Logger;
-  /** Identifies this instance in change notifications (to skip its own), commit ids and claim tokens. */
+  /** Starts claim tokens: unique per backend instance. */
   senderId: string;
-  watcher: ChangeWatcher;
   /** Claim time to live in ms, or undefined when claims are off. */
   claimTtl: number | undefined;
-  /** How long a commit keeps retrying through connection loss, in ms. */
-  commitRetryWindow: number;
-  /** How long a commit's marker lives, in ms (longer than the retry window). */
-  markerTtl: number;
-  /** Throws once the backend is closed. */
-  check(): void;
+  committer: Committer;
+  watcher: ChangeWatcher;
 }
 
 /**
- * The store driver: buffered transactions and deliveries whose operations one Lua script (`commit`)
- * applies atomically, deliveries that claim a page of due schedules with one script call (`deliver`),
- * reads straight from the hashes and sorted sets (schedules, dead letters), and remote change
- * notifications over pub/sub.
+ * The store adapter (buffered): a unit opens nothing; one `deliver` script call claims a page of due
+ * schedules (claims in `{prefix}:claims`, each with its owner's token, the version and an expiry on the
+ * server's clock, renewed by core every third of it); one `commit` script call applies a unit's writes and
+ * settlements, each group all or nothing, and ends its claims. Reads go straight to the hashes and sorted
+ * sets; other instances' commits arrive over pub/sub.
  */
-export class RedisStoreDriver implements StoreDriver<undefined> {
+export class RedisStore implements StoreAdapter<undefined, RedisUnit> {
   readonly #s: StoreSettings;
-  readonly #committer: Committer;
-  readonly #deliveries: Deliveries;
-  readonly #reads: BufferedReads = {
-    loadEvents: (id) => this.loadEvents(id),
-    loadSchedule: (key) => this.loadSchedule(key),
-    listSchedules: (query) => this.listSchedules(query),
-    loadDeadLetter: (key) => this.loadDeadLetter(key),
-  };
+  #units = 0;
+  readonly renew?: (unit: RedisUnit) => Promise<void>;
+  readonly renewEveryMs?: number;
 
   constructor(settings: StoreSettings) {
     this.#s = settings;
-    this.#committer = new Committer(settings);
-    this.#deliveries = new Deliveries({
-      ...settings,
-      committer: this.#committer,
-      reads: this.#reads,
-    });
+    const ttl = settings.claimTtl;
+    if (ttl !== undefined) {
+      this.renewEveryMs = Math.max(10, Math.floor(ttl / 3));
+      this.renew = async (unit) => {
+        const keys = unit.claimed?.map((s) => s.key) ?? [];
+        if (keys.length > 0) await this.#claims('renew claims', 'claim-renew', [unit.token, ttl, ...keys]);
+      };
+    }
   }
 
-  async begin(): Promise<DriverTransaction<undefined>> {
-    this.#s.check();
-    return createBufferedTransaction({
-      reads: this.#reads,
-      commit: (ops) => this.#committer.transaction(ops),
-    });
+  async begin(claim?: ClaimRequest): Promise<RedisUnit> {
+    const { keys, claimTtl, senderId } = this.#s;
+    const token = claimTtl === undefined || !claim ? '' : `${senderId}.${(++this.#units).toString(36)}`;
+    if (!claim) return { token };
+    const reply = (await runScript(
+      this.#s,
+      'claim due schedules',
+      'deliver',
+      [keys.due, keys.schedules, keys.claims],
+      [claim.now.getTime(), claim.limit, claimTtl ?? 0, token],
+    )) as unknown[];
+    const claimed: Claimed[] = [];
+    try {
+      for (let i = 0; i + 2 < reply.length; i += 3) {
+        const schedule: Claimed = decodeStored(String(reply[i]), reply[i + 1], keys.schedules);
+        if (reply[i + 2] === 1) schedule.interrupted = true;
+        claimed.push(schedule);
+      }
+    } catch (error) {
+      // A message that is not duetime's: put the page back (its claims would only lapse) and say so.
+      const page = reply.filter((_, i) => i % 3 === 0).map(String);
+      if (token !== '') await this.#claims('release claims', 'claim-release', [token, ...page]).catch(() => {});
+      throw error;
+    }
+    return { token, claimed };
   }
 
-  /**
-   * Claims up to `limit` due schedules with one `deliver` script call (see {@link Deliveries}); the
-   * delivery commits every group with one `commit` script call.
-   */
-  deliver(now: Date, limit: number): Promise<DeliveryTransaction<undefined>> {
-    return this.#deliveries.open(now, limit);
+  async commit(unit: RedisUnit, changes: Changes): Promise<ReadonlyMap<string, Error>> {
+    const claimed = unit.claimed?.map((s) => s.key) ?? [];
+    try {
+      return await this.#s.committer.commit(unit.token, claimed, changes);
+    } catch (error) {
+      // Applied once or not at all: releasing never undoes a consumption, so the claims end either way.
+      await this.rollback(unit).catch(() => {});
+      throw error;
+    }
+  }
+
+  async rollback(unit: RedisUnit): Promise<void> {
+    const keys = unit.claimed?.map((s) => s.key) ?? [];
+    if (unit.token !== '' && keys.length > 0)
+      await this.#claims('release claims', 'claim-release', [unit.token, ...keys]);
+  }
+
+  #claims(operation: string, script: 'claim-renew' | 'claim-release', args: (string | number)[]) {
+    return runScript(this.#s, operation, script, [this.#s.keys.claims], args);
   }
 
   async loadEvents(aggregateId: string): Promise<Event[]> {
-    this.#s.check();
     const key = this.#s.keys.events(aggregateId);
-    const raw = await this.#read(`load events of ${JSON.stringify(aggregateId)}`, key, () =>
-      this.#s.runner.call((c) => c.lrange(key, 0, -1)),
+    const raw = await this.#read(`load events of ${JSON.stringify(aggregateId)}`, key, (c) =>
+      c.lrange(key, 0, -1),
     );
-    return raw.map((value) => decodeEvent(value, key));
+    return raw.map((value) => decodeStoredEvent(aggregateId, value, key));
   }
 
   async loadSchedule(key: string): Promise<Schedule | undefined> {
-    this.#s.check();
     const { schedules } = this.#s.keys;
-    const value = await this.#read(`load schedule ${JSON.stringify(key)}`, schedules, () =>
-      this.#s.runner.call((c) => c.hget(schedules, key)),
+    const value = await this.#read(`load schedule ${JSON.stringify(key)}`, schedules, (c) =>
+      c.hget(schedules, key),
     );
-    return value === null ? undefined : decodeSchedule(key, value, schedules);
+    return value === null ? undefined : decodeStored(key, value, schedules);
   }
 
-  async listSchedules(query: DriverScheduleQuery): Promise<Schedule[]> {
-    this.#s.check();
+  async listSchedules(query: ListQuery): Promise<ScheduleHead[]> {
     const { keys } = this.#s;
-    const items: Schedule[] = [];
-    let after = query.after;
+    const { order, prefix, recurring, limit } = query;
+    const index = order === 'at' ? keys.at : order === 'due' ? keys.due : keys.index;
+    const through = order === 'key' ? undefined : query.through;
+    const heads = query.select === 'heads';
+    const items: ScheduleHead[] = [];
+    let after = query.after && { at: order === 'key' ? 0 : query.after.at, key: query.after.key };
     for (;;) {
       const reply = (await runScript(
         this.#s,
         'list schedules',
         'list',
-        [keys.at, keys.schedules, keys.index],
+        [index, keys.schedules, keys.index],
         [
-          query.through ? String(query.through.getTime()) : '',
-          query.prefix ?? '',
+          through ? String(through.getTime()) : '',
+          prefix ?? '',
           after ? String(after.at) : '',
           after ? after.key : '',
-          query.limit - items.length,
+          limit - items.length,
           LIST_BUDGET,
           LIST_SORT_LIMIT,
+          recurring === undefined ? '' : recurring ? '1' : '0',
+          heads ? '1' : '',
         ],
       )) as unknown[];
       const [done, resumeAt, resumeKey] = reply;
-      items.push(...decodeSchedulePairs(reply.slice(3), keys.schedules));
-      if (done === 1 || items.length >= query.limit) return items;
+      items.push(...decodePairs(reply.slice(3), keys.schedules, heads));
+      if (done === 1 || items.length >= limit) return items;
       after = { at: Number(resumeAt), key: String(resumeKey) };
     }
   }
 
-  async dueSchedules(now: Date, limit: number): Promise<Schedule[]> {
-    this.#s.check();
-    const { keys } = this.#s;
-    const reply = (await runScript(
-      this.#s,
-      'fetch due schedules',
-      'due',
-      [keys.due, keys.schedules],
-      [now.getTime(), limit],
-    )) as unknown[];
-    return decodeSchedulePairs(reply, keys.schedules);
-  }
-
-  /** The earliest due score: a schedule's dueAt, or the expiry of a claim an open delivery holds. */
-  async nextDueAt(): Promise<Date | undefined> {
-    this.#s.check();
-    const score = await runScript(this.#s, 'read the next due time', 'next-due', [this.#s.keys.due], []);
-    return score === null ? undefined : new Date(Number(score));
-  }
-
-  async loadDeadLetter(key: string): Promise<DeadLetterRecord | undefined> {
-    this.#s.check();
-    const { dead } = this.#s.keys;
-    const value = await this.#read(`load dead letter ${JSON.stringify(key)}`, dead, () =>
-      this.#s.runner.call((c) => c.hget(dead, key)),
-    );
-    return value === null ? undefined : decodeDeadLetter(key, value, dead);
-  }
-
   /** One `dead-list` script call: a ZRANGE BYLEX page of the dead-letter index and the records with it. */
-  async listDeadLetters(query: DriverDeadLetterQuery): Promise<DeadLetterRecord[]> {
-    this.#s.check();
+  async listDeadLetters(query: DeadLetterListQuery): Promise<DeadLetterRecord[]> {
     const { keys } = this.#s;
     const reply = (await runScript(
       this.#s,
@@ -174,22 +179,17 @@ export class RedisStoreDriver implements StoreDriver<undefined> {
     )) as unknown[];
     const out: DeadLetterRecord[] = [];
     for (let i = 0; i + 1 < reply.length; i += 2)
-      out.push(decodeDeadLetter(String(reply[i]), reply[i + 1], keys.dead));
+      out.push(decodeStoredDeadLetter(String(reply[i]), reply[i + 1], keys.dead));
     return out;
   }
 
-  watch(onChange: (change: { earliest?: Date }) => void): () => void {
-    return this.#s.watcher.watch(onChange);
+  watch(listener: (event: WatchEvent) => void): () => void {
+    return this.#s.watcher.watch(listener);
   }
 
-  async close(): Promise<void> {
-    this.#deliveries.close();
-    this.#s.watcher.close();
-  }
-
-  async #read<T>(operation: string, key: string, call: () => Promise<T>): Promise<T> {
+  async #read<T>(operation: string, key: string, call: (client: ScriptRunner['client']) => Promise<T>) {
     try {
-      return await call();
+      return await this.#s.runner.call(call);
     } catch (error) {
       throw mapRedisError(error, operation, this.#s.target, key);
     }

@@ -1,110 +1,96 @@
-import type { Logger } from '@duetime/core';
+import type { Logger, WatchEvent } from '@duetime/core';
 import { Cluster, type Redis } from 'ioredis';
 import type { RedisClient } from './scripts.js';
 
-export type ChangeListener = (change: { earliest?: Date }) => void;
+type Listener = (event: WatchEvent) => void;
 
 /**
- * Remote change notifications over pub/sub. Each commit that puts schedules publishes its earliest deadline
- * and its sender's id (inside the commit script); a subscriber connection, a duplicate of the client, exists
- * only while someone listens. After a reconnection (which resubscribes), listeners hear a change without a
- * deadline, so a dispatcher rescans whatever it may have missed.
+ * The push channel over pub/sub. Each commit that puts schedules publishes its earliest deadline and its
+ * sender's id (inside the commit script); a subscriber connection, a duplicate of the client, exists only
+ * while someone listens. Listeners hear `live` once subscribed (and again after each reconnection, which
+ * resubscribes), `lost` when the connection drops, and other instances' commits as `change`.
  */
 export class ChangeWatcher {
-  readonly #client: RedisClient;
-  readonly #channel: string;
-  readonly #senderId: string;
-  readonly #connectionName: string | undefined;
-  readonly #logger: Logger;
-  readonly #listeners = new Set<ChangeListener>();
+  readonly #listeners = new Set<Listener>();
   #subscriber: Redis | Cluster | undefined;
 
-  constructor(options: {
-    client: RedisClient;
-    channel: string;
-    senderId: string;
-    connectionName?: string;
-    logger: Logger;
-  }) {
-    this.#client = options.client;
-    this.#channel = options.channel;
-    this.#senderId = options.senderId;
-    this.#connectionName = options.connectionName;
-    this.#logger = options.logger;
-  }
+  constructor(
+    readonly options: {
+      client: RedisClient;
+      channel: string;
+      senderId: string;
+      connectionName?: string;
+      logger: Logger;
+    },
+  ) {}
 
-  watch(listener: ChangeListener): () => void {
+  watch(listener: Listener): () => void {
     this.#listeners.add(listener);
     if (!this.#subscriber) this.#subscribe();
     return () => {
       this.#listeners.delete(listener);
-      if (this.#listeners.size === 0) this.#stop();
+      if (this.#listeners.size === 0) this.close();
     };
   }
 
-  /** Drops every listener and the subscriber connection. */
+  /** Drops the subscriber connection (listeners hear nothing more). */
   close(): void {
+    const subscriber = this.#subscriber;
+    this.#subscriber = undefined;
     this.#listeners.clear();
-    this.#stop();
+    subscriber?.disconnect();
   }
 
   #subscribe(): void {
+    const { client, channel, senderId, connectionName, logger } = this.options;
     // The subscriber waits for the server as long as it takes (no per-command retry limit): it is a
-    // background channel, and the dispatcher's rescan covers the time it is down.
+    // background channel, and `live` after a reconnection makes core look at the store again.
     // A cluster's duplicate takes `redisOptions` whole: keep the application's (password, TLS, name).
+    const settings = { maxRetriesPerRequest: null, enableOfflineQueue: true };
     const subscriber =
-      this.#client instanceof Cluster
-        ? this.#client.duplicate(undefined, {
-            redisOptions: {
-              ...this.#client.options.redisOptions,
-              maxRetriesPerRequest: null,
-              enableOfflineQueue: true,
-            },
-          })
-        : this.#client.duplicate({
-            maxRetriesPerRequest: null,
-            enableOfflineQueue: true,
-            lazyConnect: false,
-            ...(this.#connectionName ? { connectionName: this.#connectionName } : {}),
-          });
+      client instanceof Cluster
+        ? client.duplicate(undefined, { redisOptions: { ...client.options.redisOptions, ...settings } })
+        : client.duplicate({ ...settings, lazyConnect: false, ...(connectionName ? { connectionName } : {}) });
     this.#subscriber = subscriber;
-    let readyBefore = false;
+    let live = false;
+    const emit = (event: WatchEvent) => {
+      if (this.#subscriber !== subscriber) return;
+      if (event.type !== 'change') live = event.type === 'live';
+      for (const listener of [...this.#listeners]) {
+        try {
+          listener(event);
+        } catch (error) {
+          logger.warn('redis change listener threw', { error });
+        }
+      }
+    };
     subscriber.on('error', (error: Error) => {
-      this.#logger.debug('redis change subscriber error', { error: error.message });
+      logger.debug('redis change subscriber error', { error: error.message });
+    });
+    subscriber.on('close', () => {
+      if (live) emit({ type: 'lost' });
     });
     subscriber.on('ready', () => {
-      if (readyBefore) {
-        this.#logger.info('redis change subscriber reconnected; rescanning', { channel: this.#channel });
-        this.#emit({});
-      }
-      readyBefore = true;
+      // ioredis resubscribes on reconnection; the first subscription reports itself below.
+      if (!live && subscribed) emit({ type: 'live' });
     });
-    subscriber.on('message', (channel: string, payload: string) => {
-      if (channel !== this.#channel) return;
+    subscriber.on('message', (from: string, payload: string) => {
+      if (from !== channel) return;
       const space = payload.indexOf(' ');
-      if (payload.slice(space + 1) === this.#senderId) return; // our own commit: core already told listeners
+      if (payload.slice(space + 1) === senderId) return; // our own commit: core already knows
       const earliest = Number(payload.slice(0, space));
-      this.#emit(Number.isFinite(earliest) ? { earliest: new Date(earliest) } : {});
+      emit(Number.isFinite(earliest) ? { type: 'change', earliest: new Date(earliest) } : { type: 'change' });
     });
-    subscriber.subscribe(this.#channel).catch((error: unknown) => {
-      if (this.#subscriber === subscriber)
-        this.#logger.warn('redis change subscription failed; relying on rescans', { error });
-    });
-  }
-
-  #emit(change: { earliest?: Date }): void {
-    for (const listener of [...this.#listeners]) {
-      try {
-        listener(change);
-      } catch (error) {
-        this.#logger.warn('redis change listener threw', { error });
-      }
-    }
-  }
-
-  #stop(): void {
-    const subscriber = this.#subscriber;
-    this.#subscriber = undefined;
-    subscriber?.disconnect();
+    let subscribed = false;
+    subscriber.subscribe(channel).then(
+      () => {
+        subscribed = true;
+        if (!live) emit({ type: 'live' });
+      },
+      (error: unknown) => {
+        if (this.#subscriber === subscriber)
+          logger.warn('redis change subscription failed; relying on rescans', { error });
+      },
+    );
   }
 }
