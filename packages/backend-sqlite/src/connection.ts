@@ -94,6 +94,11 @@ export class SqliteConnection {
     return this.#closed;
   }
 
+  /** Whether one of duetime's own transactions is open on the writer. */
+  get holding(): boolean {
+    return this.#hold !== undefined;
+  }
+
   /** Throws when the backend was closed, or the application closed the connection it lent. */
   check(operation: string): void {
     if (this.#closed) throw new ClosedError(`sqlite backend on ${this.file}`);

@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { realpathSync } from 'node:fs';
 import {
+  BackendError,
   type Changes,
   type Claimed,
   type ClaimRequest,
@@ -11,6 +13,7 @@ import {
   decodeEvent,
   decodeSchedule,
   type Event,
+  InvalidArgumentError,
   isOneShot,
   type ListQuery,
   type Schedule,
@@ -24,7 +27,7 @@ import {
 } from '@duetime/core';
 import type Database from 'better-sqlite3';
 import type { SqliteConnection, WriteHold } from './connection.js';
-import { sqliteCode } from './errors.js';
+import { mapSqliteError, sqliteCode } from './errors.js';
 import { prefixUpperBound } from './sql/prefix.js';
 import type { PrefixShape } from './sql/queries.js';
 import type { Tables } from './sql/tables.js';
@@ -37,6 +40,8 @@ import { Statements } from './statements.js';
  */
 export interface SqliteUnit extends Unit<Database.Database> {
   readonly hold?: WriteHold;
+  /** A unit joined to the application's own transaction (see {@link SqliteStore.join}). */
+  readonly joined?: { db: Database.Database; statements: Statements; savepoint: string };
   readonly sql: Database.Database;
   readonly claimed?: readonly Claimed[];
 }
@@ -84,6 +89,9 @@ export class SqliteStore implements StoreAdapter<Database.Database, SqliteUnit> 
   readonly #sql: Database.Database;
   readonly #owner = randomUUID();
   readonly #claimTimeoutMs: number;
+  readonly #tables: Tables;
+  /** Statements prepared on connections of joined transactions. */
+  readonly #joined = new WeakMap<Database.Database, Statements>();
   readonly watch: (listener: (event: WatchEvent) => void) => () => void;
   #parts = 0;
 
@@ -94,6 +102,7 @@ export class SqliteStore implements StoreAdapter<Database.Database, SqliteUnit> 
     watch: (listener: (event: WatchEvent) => void) => () => void,
   ) {
     this.#connection = connection;
+    this.#tables = tables;
     this.#write = new Statements(connection.writer, tables);
     this.#read =
       connection.reader === connection.writer ? this.#write : new Statements(connection.reader, tables);
@@ -161,35 +170,89 @@ export class SqliteStore implements StoreAdapter<Database.Database, SqliteUnit> 
     });
   }
 
+  /**
+   * Joins the application's own transaction: `handle` is a better-sqlite3 connection to this backend's
+   * database, inside a transaction the application began (`BEGIN` through the connection, Kysely's
+   * `transaction()`, a Drizzle `BEGIN`). duetime's writes run on that connection under a savepoint, and
+   * commit or roll back with the application's transaction.
+   */
+  async join(handle: unknown): Promise<SqliteUnit> {
+    const db = this.#joinable(handle);
+    let statements = this.#joined.get(db);
+    if (!statements) {
+      statements = new Statements(db, this.#tables);
+      this.#joined.set(db, statements);
+    }
+    const savepoint = `duetime_join_${++this.#parts}`;
+    try {
+      db.exec(`SAVEPOINT ${savepoint}`);
+    } catch (error) {
+      throw mapSqliteError('join a transaction', this.#file, error);
+    }
+    return { joined: { db, statements, savepoint }, sql: db };
+  }
+
+  #joinable(handle: unknown): Database.Database {
+    const db = handle as Database.Database;
+    const expected = `a better-sqlite3 connection to ${this.#file} inside a transaction the application began`;
+    if (typeof db?.prepare !== 'function' || typeof db.exec !== 'function' || typeof db.pragma !== 'function')
+      throw new InvalidArgumentError('handle', describe(handle), `must be ${expected}`);
+    if (!db.open) throw new InvalidArgumentError('handle', db.name, `is closed; it must be ${expected}`);
+    if (!db.inTransaction || (db === this.#connection.writer && this.#connection.holding))
+      throw new InvalidArgumentError(
+        'handle',
+        db.name,
+        `has no open transaction (begin one first: db.exec('BEGIN'), or the library's transaction); it must be ${expected}`,
+      );
+    if (
+      db !== this.#connection.writer &&
+      (fileOf(db) === '' || fileOf(db) !== fileOf(this.#connection.writer))
+    )
+      throw new InvalidArgumentError(
+        'handle',
+        db.name,
+        `is a connection to ${fileOf(db) || 'another in-memory database'}; it must be ${expected}`,
+      );
+    return db;
+  }
+
   async write(unit: SqliteUnit, writes: readonly Write[]): Promise<number[]> {
-    return this.#within(unit, 'write', () => writes.map((w) => this.#apply(w)));
+    return this.#within(unit, 'write', (s) => writes.map((w) => this.#apply(s, w)));
   }
 
   async part<T>(unit: SqliteUnit, fn: () => Promise<T>): Promise<T> {
     const name = `duetime_part_${++this.#parts}`;
-    this.#within(unit, 'start a delivery part', () => this.#connection.writer.exec(`SAVEPOINT ${name}`));
+    this.#within(unit, 'start a delivery part', () => unit.sql.exec(`SAVEPOINT ${name}`));
     let result: T;
     try {
       result = await fn();
     } catch (error) {
       this.#within(unit, 'roll back a delivery part', () =>
-        this.#connection.writer.exec(`ROLLBACK TO ${name}; RELEASE ${name}`),
+        unit.sql.exec(`ROLLBACK TO ${name}; RELEASE ${name}`),
       );
       throw error;
     }
-    this.#within(unit, 'end a delivery part', () => this.#connection.writer.exec(`RELEASE ${name}`));
+    this.#within(unit, 'end a delivery part', () => unit.sql.exec(`RELEASE ${name}`));
     return result;
   }
 
   async commit(unit: SqliteUnit, changes: Changes): Promise<void> {
+    if (unit.joined) {
+      const { savepoint } = unit.joined;
+      this.#within(unit, 'write into the joined transaction', (s) => {
+        for (const w of changes.writes) this.#apply(s, w);
+        unit.sql.exec(`RELEASE ${savepoint}`);
+      });
+      return;
+    }
     const hold = unit.hold;
     if (!hold) return;
     try {
-      this.#within(unit, 'commit', () => {
-        for (const w of changes.writes) this.#apply(w);
-        const drop = this.#write.get('dropClaim');
+      this.#within(unit, 'commit', (statements) => {
+        for (const w of changes.writes) this.#apply(statements, w);
+        const drop = statements.get('dropClaim');
         for (const s of changes.settlements) {
-          this.#settle(s);
+          this.#settle(statements, s);
           drop.run(s.schedule.key, this.#owner);
         }
       });
@@ -202,6 +265,17 @@ export class SqliteStore implements StoreAdapter<Database.Database, SqliteUnit> 
   }
 
   async rollback(unit: SqliteUnit): Promise<void> {
+    if (unit.joined) {
+      const { db, savepoint } = unit.joined;
+      // The application's transaction may have ended meanwhile (its error, its rollback): nothing to undo.
+      if (db.open && db.inTransaction)
+        try {
+          db.exec(`ROLLBACK TO ${savepoint}; RELEASE ${savepoint}`);
+        } catch (error) {
+          throw mapSqliteError('undo writes in the joined transaction', this.#file, error);
+        }
+      return;
+    }
     if (unit.hold) this.#connection.rollback(unit.hold);
     try {
       await this.#release(unit.claimed ?? []);
@@ -211,9 +285,8 @@ export class SqliteStore implements StoreAdapter<Database.Database, SqliteUnit> 
     }
   }
 
-  #settle(s: Settlement): void {
+  #settle(w: Statements, s: Settlement): void {
     const { key, version } = s.schedule;
-    const w = this.#write;
     if (s.outcome === 'release') return;
     if (s.outcome === 'retry') {
       if (!s.failure) return;
@@ -241,6 +314,7 @@ export class SqliteStore implements StoreAdapter<Database.Database, SqliteUnit> 
     if (s.next)
       w.get('armNext').run(
         this.#row(
+          w,
           key,
           s.next.at,
           s.next.dueAt ?? s.next.at,
@@ -250,12 +324,12 @@ export class SqliteStore implements StoreAdapter<Database.Database, SqliteUnit> 
       );
   }
 
-  #row(key: string, at: Date, dueAt: Date, message: string, state: StoredState | undefined) {
+  #row(s: Statements, key: string, at: Date, dueAt: Date, message: string, state: StoredState | undefined) {
     return {
       key,
       at: at.getTime(),
       dueAt: dueAt.getTime(),
-      version: this.#write.get('bumpVersion').pluck().get() as number,
+      version: s.get('bumpVersion').pluck().get() as number,
       message,
       recurrence: state === undefined ? null : JSON.stringify(state),
       recurring: state !== undefined && !isOneShot(state) ? 1 : 0,
@@ -263,8 +337,7 @@ export class SqliteStore implements StoreAdapter<Database.Database, SqliteUnit> 
   }
 
   /** Applies one write; returns how many schedules, dead letters or events it changed. */
-  #apply(w: Write): number {
-    const s = this.#write;
+  #apply(s: Statements, w: Write): number {
     switch (w.op) {
       case 'put': {
         if (w.ifVersion !== undefined) {
@@ -272,7 +345,7 @@ export class SqliteStore implements StoreAdapter<Database.Database, SqliteUnit> 
           if (current !== w.ifVersion) throw new ConflictError('version', w.key);
         }
         s.get('putSchedule').run(
-          this.#row(w.key, w.at, w.dueAt ?? w.at, JSON.stringify(w.message), w.recurrence),
+          this.#row(s, w.key, w.at, w.dueAt ?? w.at, JSON.stringify(w.message), w.recurrence),
         );
         return 1;
       }
@@ -309,18 +382,29 @@ export class SqliteStore implements StoreAdapter<Database.Database, SqliteUnit> 
     }
   }
 
-  /** Runs `fn` inside the unit's transaction (it must hold one). */
-  #within<T>(unit: SqliteUnit, operation: string, fn: () => T): T {
+  /** Runs `fn` inside the unit's transaction (it must hold one, or have joined one). */
+  #within<T>(unit: SqliteUnit, operation: string, fn: (statements: Statements) => T): T {
+    if (unit.joined) {
+      const { db, statements } = unit.joined;
+      if (this.#connection.closed) throw new ClosedError(`sqlite backend on ${this.#file}`);
+      if (!db.open || !db.inTransaction)
+        throw new BackendError(
+          `${operation} (${this.#file})`,
+          'the joined transaction ended (committed, rolled back or closed) before duetime finished its writes',
+        );
+      try {
+        return fn(statements);
+      } catch (error) {
+        throw mapSqliteError(operation, this.#file, error);
+      }
+    }
     if (!unit.hold) throw new ClosedError(`transaction on ${this.#file} (it holds nothing)`);
-    return this.#connection.within(unit.hold, operation, fn);
+    return this.#connection.within(unit.hold, operation, () => fn(this.#write));
   }
 
   /** Runs a read inside `unit` when it holds a transaction, else on committed data. */
   #reading<T>(unit: SqliteUnit | undefined, operation: string, fn: (s: Statements) => T): Promise<T> {
-    if (unit?.hold) {
-      const hold = unit.hold;
-      return Promise.resolve().then(() => this.#connection.within(hold, operation, () => fn(this.#write)));
-    }
+    if (unit?.hold || unit?.joined) return Promise.resolve().then(() => this.#within(unit, operation, fn));
     return this.#connection.read(operation, () => fn(this.#read));
   }
 
@@ -422,4 +506,24 @@ function prefixRange(prefix: string | undefined, params: Record<string, unknown>
   if (hi === undefined) return 'from';
   params.hi = hi;
   return 'range';
+}
+
+/** A short description of a value for an error message (never the whole object). */
+function describe(value: unknown): unknown {
+  if (value === null || typeof value !== 'object') return value;
+  const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
+  return typeof name === 'string' && name !== 'Object' ? `a ${name}` : 'an object';
+}
+
+/** The real path of a connection's main database file, or '' for an in-memory one. */
+function fileOf(db: Database.Database): string {
+  const main = (db.pragma('database_list') as { name: string; file: string }[]).find(
+    (d) => d.name === 'main',
+  );
+  if (!main?.file) return '';
+  try {
+    return realpathSync(main.file);
+  } catch {
+    return main.file;
+  }
 }
