@@ -37,9 +37,9 @@ export const COMMANDS: readonly CliCommand[] = [
   },
   {
     name: 'schedules',
-    synopsis: 'schedules list|show|cancel|retry|discard',
+    synopsis: 'schedules list|show|cancel|pause|resume|trigger|retry|discard',
     summary:
-      'inspect and cancel pending schedules; list, retry and discard dead letters (never creates a store)',
+      'inspect, cancel, pause, resume and trigger schedules; retry and discard dead letters (never creates a store)',
     help: schedulesHelp,
     run: schedulesCommand,
   },

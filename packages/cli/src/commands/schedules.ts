@@ -4,6 +4,7 @@ import {
   type DeadLetterRecord,
   describeStoredRecurrence,
   InvalidArgumentError,
+  NotFoundError,
   type Schedule,
   scheduleKey,
   schedulePrefix,
@@ -12,12 +13,13 @@ import {
 import { type CliIo, EXIT, isNotFound, table, UsageError } from '../io.js';
 import { openBackend, parseBackendTarget } from '../open-backend.js';
 import { backendOptions, backendUrl, parseInstant } from './common.js';
+import { pause, resume, trigger } from './operations.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
-type Values = Record<string, string | boolean | undefined>;
+export type Values = Record<string, string | boolean | undefined>;
 
 /** What a subcommand gets: the opened backend and its parsed arguments. */
-interface SubcommandContext {
+export interface SubcommandContext {
   backend: Backend;
   values: Values;
   positionals: string[];
@@ -28,7 +30,7 @@ interface SubcommandContext {
  * One `duetime schedules <name>` subcommand. Adding one (say `retry <key>`) is adding an entry to
  * {@link SUBCOMMANDS}; an option for an existing one (say `list --dead`) is a field in its `options`.
  */
-interface Subcommand {
+export interface Subcommand {
   /** The usage line after `duetime schedules `. */
   usage: string;
   /** Its own options (`--backend` and `--json` are common to all). */
@@ -38,8 +40,6 @@ interface Subcommand {
    */
   check?(values: Values, positionals: string[]): void;
   run(context: SubcommandContext): Promise<number>;
-  /** Answers when the store is not there at all (it is never created): `why` is the backend's message. */
-  nothingThere(context: Omit<SubcommandContext, 'backend'>, why: string): number;
 }
 
 const common = { ...backendOptions, json: { type: 'boolean', default: false } } as const satisfies Options;
@@ -58,6 +58,15 @@ function toJson(s: Schedule) {
     dueAt: s.dueAt.toISOString(),
     ...(typeof lastError === 'string' ? { lastError } : {}),
     message: s.message,
+    ...(s.paused
+      ? {
+          paused: {
+            at: s.paused.at.toISOString(),
+            ...(s.paused.note !== undefined ? { note: s.paused.note } : {}),
+          },
+        }
+      : {}),
+    ...(s.queue?.length ? { queued: s.queue.map((q) => ({ ...q, at: new Date(q.at).toISOString() })) } : {}),
     ...(s.recurrence
       ? {
           recurrence: {
@@ -150,11 +159,6 @@ const list: Subcommand = {
     );
     return EXIT.ok;
   },
-  nothingThere({ values, io }, why) {
-    if (values.json) io.out('[]');
-    else io.out(`no ${values.dead ? 'dead letters' : 'pending schedules'}: ${why}`);
-    return EXIT.ok;
-  },
 };
 
 /** `list --dead`: dead letters by key, page by page. */
@@ -236,8 +240,12 @@ const show: Subcommand = {
       io.out(JSON.stringify(json, null, 2));
       return EXIT.ok;
     }
-    const retried =
-      s.dueAt.getTime() !== s.at.getTime() ? ` (retry after ${plural(s.attempts, 'failed attempt')})` : '';
+    // A paused schedule's own deliveries wait (its due time is far ahead); a queued one may come first.
+    const retried = s.paused
+      ? ' (paused)'
+      : s.attempts > 0 && s.dueAt.getTime() !== s.at.getTime()
+        ? ` (retry after ${plural(s.attempts, 'failed attempt')})`
+        : '';
     io.out(
       [
         `key:        ${s.key}`,
@@ -245,6 +253,14 @@ const show: Subcommand = {
         `due at:     ${json.dueAt}${retried}`,
         `attempts:   ${s.attempts} failed`,
         ...(json.lastError !== undefined ? [`last error: ${json.lastError}`] : []),
+        ...(json.paused
+          ? [
+              `paused:     since ${json.paused.at}${json.paused.note !== undefined ? ` (${json.paused.note})` : ''}`,
+            ]
+          : []),
+        ...(json.queued
+          ? [`queued:     ${json.queued.map((q) => `${q.at} ${q.kind}`).join('\n            ')}`]
+          : []),
         `version:    ${s.version}`,
         `type:       ${s.message.type}`,
         ...(s.message.aggregateId !== undefined ? [`aggregate:  ${s.message.aggregateId}`] : []),
@@ -253,10 +269,6 @@ const show: Subcommand = {
       ].join('\n'),
     );
     return EXIT.ok;
-  },
-  nothingThere({ positionals, io }, why) {
-    io.err(`no pending schedule under ${JSON.stringify(positionals[0])}: ${why}`);
-    return EXIT.failed;
   },
 };
 
@@ -299,11 +311,6 @@ const retry: Subcommand = {
       );
     return done ? EXIT.ok : EXIT.failed;
   },
-  nothingThere({ values, positionals, io }, why) {
-    if (values.json) io.out(JSON.stringify({ retried: 0 }));
-    else io.err(`no dead letter under ${JSON.stringify(positionals[0])}: ${why}`);
-    return EXIT.failed;
-  },
 };
 
 /** `discard <key>`: removes a dead letter. */
@@ -322,11 +329,6 @@ const discard: Subcommand = {
     else
       io.out(done ? `discarded the dead letter under ${key}` : `no dead letter under ${JSON.stringify(key)}`);
     return done ? EXIT.ok : EXIT.failed;
-  },
-  nothingThere({ values, positionals, io }, why) {
-    if (values.json) io.out(JSON.stringify({ discarded: 0 }));
-    else io.err(`no dead letter under ${JSON.stringify(positionals[0])}: ${why}`);
-    return EXIT.failed;
   },
 };
 
@@ -349,12 +351,6 @@ const cancel: Subcommand = {
     if (values.json) io.out(JSON.stringify({ cancelled: cancelled ? 1 : 0 }));
     else io.out(cancelled ? `cancelled ${key}` : `no pending schedule under ${JSON.stringify(key)}`);
     return cancelled ? EXIT.ok : EXIT.failed;
-  },
-  nothingThere({ values, positionals, io }, why) {
-    if (values.json) io.out(JSON.stringify({ cancelled: 0 }));
-    else io.out(`nothing to cancel: ${why}`);
-    // As with a store that is there: an absent key is a failure, an empty prefix is not.
-    return values.prefix === undefined && positionals[0] !== undefined ? EXIT.failed : EXIT.ok;
   },
 };
 
@@ -387,7 +383,16 @@ async function cancelPrefix(backend: Backend, values: Values, io: CliIo): Promis
 }
 
 /** The subcommands of `duetime schedules`, in the order help lists them. */
-const SUBCOMMANDS: Record<string, Subcommand> = { list, show, cancel, retry, discard };
+const SUBCOMMANDS: Record<string, Subcommand> = {
+  list,
+  show,
+  cancel,
+  pause,
+  resume,
+  trigger,
+  retry,
+  discard,
+};
 
 export const schedulesHelp = `Usage:
 ${Object.values(SUBCOMMANDS)
@@ -395,15 +400,19 @@ ${Object.values(SUBCOMMANDS)
   .join('\n')}
 
 Inspect and cancel pending schedules (one-shot and recurring: show lists a recurring one's next
-occurrences), and list, retry or discard dead letters. These commands never create or migrate a store:
-when there is none at the backend URL, they say so.
+occurrences); pause and resume one, or trigger an extra delivery of it; list, retry or discard dead
+letters. These commands never create or migrate a store: when there is none at the backend URL, they say
+so and exit 1 (duetime run creates it).
   --through <iso>   only schedules due at or before this instant
   --prefix <p>      only keys starting with this literal prefix
   --limit <n>       at most n rows (default: all, read page by page)
   --dead            list dead letters (by key) instead of pending schedules
-  --at <iso>        retry: when to deliver again (default now)
+  --at <iso>        retry: when to deliver again; trigger: when to make the extra delivery (default now)
   --as <key>        retry: schedule it under another key
   --yes, -y         cancel several schedules without asking
+  --note <text>     pause: a note kept with the pause (shown by show)
+  --catch-up <rule> resume: what to do with occurrences missed while paused: latest (run the latest),
+                    skip (run none) or n (run at most the n latest); default the schedule's own rule
   --json            print data as JSON
   --backend <url>   sqlite:./duetime.db (default), postgres://…, redis://…, nats://… (or DUETIME_BACKEND);
                     the store's location as a parameter: ?tablePrefix=, ?schema=, ?prefix=`;
@@ -429,11 +438,15 @@ export async function schedulesCommand(args: string[], io: CliIo): Promise<numbe
   parseBackendTarget(url, io.cwd);
   let backend: Backend;
   try {
-    // Inspecting never creates or migrates a store: a missing one is reported, not made.
+    // Inspecting never creates or migrates a store: a missing one is a NotFoundError (exit code 1).
     backend = await openBackend(url, { cwd: io.cwd, migrate: false });
   } catch (error) {
     if (isNotFound(error) && !('packageName' in error))
-      return sub.nothingThere({ values, positionals, io }, error.message);
+      throw new NotFoundError(
+        'store',
+        `${error.message} (schedules commands never create a store; duetime run creates it)`,
+        { cause: error },
+      );
     throw error;
   }
   try {

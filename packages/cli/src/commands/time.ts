@@ -10,7 +10,8 @@ export const nextHelp = `Usage:
 Prints the next occurrences of a cron expression in its zone and in UTC, marking occurrences that fall
 in a DST gap (shifted) or in a repeated hour (first / second), and, with the default gap policy (skip),
 the local times a DST gap swallowed (listed as skipped, between the occurrences around them).
-  --tz <zone>      the IANA zone the expression is evaluated in (required), e.g. Europe/Berlin
+  --tz <zone>      the IANA zone the expression is evaluated in (required), e.g. Europe/Berlin;
+                   --zone <zone> is the same option
   -n <count>       how many occurrences (default 10, at most 1000)
   --from <iso>     start strictly after this instant (default: now), e.g. 2026-03-08T00:00:00Z
   --dst <policy>   gap policy and overlap policy, e.g. skip,both (default) or shift,first
@@ -20,10 +21,14 @@ export const validateHelp = `Usage:
   duetime validate "<cron>" --tz <zone> [--dst <policy>] [--json]
 
 Checks a cron expression: prints its description and next three occurrences, or the error naming the
-field, the value and the reason (exit code 3).`;
+field, the value and the reason (exit code 3).
+  --tz <zone>      the IANA zone the expression is evaluated in (required); --zone <zone> is the same
+  --dst <policy>   gap policy and overlap policy, e.g. skip,both (default) or shift,first
+  --json           print JSON`;
 
 const options = {
   tz: { type: 'string' },
+  zone: { type: 'string' },
   n: { type: 'string', short: 'n' },
   from: { type: 'string' },
   dst: { type: 'string' },
@@ -46,12 +51,28 @@ export function parseDstOption(text: string): DstPolicy {
   return policy;
 }
 
-function parse(expression: string | undefined, values: { tz?: string; dst?: string }, command: string) {
-  if (expression === undefined) throw new UsageError(`${command} needs a "<cron>" expression`, command);
-  if (values.tz === undefined)
+/** `--tz`, or its alias `--zone`; giving both with different zones is a usage error. */
+function zoneOf(values: { tz?: string; zone?: string }, command: string): string {
+  if (values.tz !== undefined && values.zone !== undefined && values.tz !== values.zone)
+    throw new UsageError(
+      `--tz ${JSON.stringify(values.tz)} and --zone ${JSON.stringify(values.zone)} disagree; --zone is another name for --tz, give one`,
+      command,
+    );
+  const zone = values.tz ?? values.zone;
+  if (zone === undefined)
     throw new UsageError(`${command} needs --tz <zone> (an IANA zone such as UTC or Europe/Berlin)`, command);
+  return zone;
+}
+
+function parse(
+  expression: string | undefined,
+  values: { tz?: string; zone?: string; dst?: string },
+  command: string,
+) {
+  if (expression === undefined) throw new UsageError(`${command} needs a "<cron>" expression`, command);
+  const zone = zoneOf(values, command);
   const dst = values.dst === undefined ? undefined : parseDstOption(values.dst);
-  return parseCron(expression, values.tz, dst ? { dst } : {});
+  return parseCron(expression, zone, dst ? { dst } : {});
 }
 
 const DAY = 86_400_000;
