@@ -1,19 +1,19 @@
-import { spawn } from 'node:child_process';
-import { createRequire } from 'node:module';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { watchChild } from '@duetime/conformance';
 import {
   aggregate,
   type Backend,
-  type Clock,
+  type Claimed,
   ConflictError,
   CorruptDataError,
   Dispatcher,
-  systemClock,
+  type Schedule,
+  type Settlement,
+  type Write,
 } from '@duetime/core';
+import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { luaScripts } from '../src/lua/scripts.generated.js';
-import { message, redisFixture, redisUrl, waitFor } from './helpers.js';
+import type { RedisStore } from '../src/store.js';
+import { message, openAdapter, redisFixture, redisUrl, waitFor } from './helpers.js';
 import { ReplyDroppingProxy } from './proxy.js';
 
 const HOUR = 3_600_000;
@@ -36,15 +36,17 @@ const event = (aggregateId: string, sequence: number) => ({
 });
 
 /** A backend whose connection runs through a proxy that counts script calls and can lose replies. */
-async function proxiedBackend(prefix: string, options: { claims?: { ttl: number } } = {}) {
+async function proxiedBackend(prefix: string) {
   const proxy = await ReplyDroppingProxy.start(new URL(redisUrl));
   proxies.push(proxy);
   const url = new URL(redisUrl);
   url.hostname = '127.0.0.1';
   url.port = String(proxy.port);
   const { createRedisBackend } = await import('../src/index.js');
-  const backend = fx.closeLater(await createRedisBackend({ url: url.href }, { prefix, ...options }));
-  return { backend, proxy };
+  const backend = fx.closeLater(await createRedisBackend({ url: url.href }, { prefix }));
+  const client = new Redis(url.href, { lazyConnect: true });
+  fx.closeLater({ close: async () => void client.disconnect() });
+  return { backend, proxy, client };
 }
 
 /** Schedules `keys` due in the past, in key order. */
@@ -101,30 +103,28 @@ describe('a delivery batch', () => {
   it('leaves out a group whose schedule was replaced or whose aggregate moved on while it was open; the other groups apply', async () => {
     const prefix = fx.prefix();
     const backend = await fx.open(prefix);
-    const app = await fx.open(prefix);
+    const adapter = await openAdapter(fx, prefix);
     const k = fx.keys(prefix);
     await scheduleDue(backend, ['r/replaced', 'r/moved', 'r/fine']);
-    const tx = await backend.store.driver.deliver(new Date(), 10);
-    expect(tx.claimed.map((s) => s.key)).toEqual(['r/replaced', 'r/moved', 'r/fine']);
-    const [replaced, moved] = tx.claimed;
-    tx.savepoint('r/replaced');
-    await tx.appendEvents('agg/replaced', 0, [event('agg/replaced', 1)]);
-    await tx.releaseSavepoint();
-    tx.savepoint('r/moved');
-    await tx.appendEvents('agg/moved', 0, [event('agg/moved', 1)]);
-    await tx.releaseSavepoint();
-    tx.savepoint('r/fine');
-    await tx.putSchedule('r/side', new Date(Date.now() + HOUR), message('side'));
-    await tx.releaseSavepoint();
+    const unit = await adapter.begin({ now: new Date(), limit: 10 });
+    expect(unit.claimed?.map((s) => s.key)).toEqual(['r/replaced', 'r/moved', 'r/fine']);
+    const [replaced, moved, fine] = unit.claimed!;
     // Meanwhile the application replaces one schedule and appends to the other's aggregate.
-    await app.store.transact((t) => t.schedule('r/replaced', new Date(Date.now() - 1), message('new')));
-    await app.store.transact((t) => t.exec(effects, 'agg/moved', (_s, ag) => ag.raise('effect.applied')));
+    await backend.store.transact((t) => t.schedule('r/replaced', new Date(Date.now() - 1), message('new')));
+    await backend.store.transact((t) => t.exec(effects, 'agg/moved', (_s, ag) => ag.raise('effect.applied')));
 
-    const rejected = await tx.commit();
-    expect([...rejected.keys()].sort()).toEqual(['r/moved', 'r/replaced']);
-    expect(rejected.get('r/replaced')).toMatchObject({ kind: 'schedule', subject: 'r/replaced' });
-    expect(rejected.get('r/moved')).toMatchObject({ kind: 'aggregate', subject: 'agg/moved' });
-    expect(rejected.get('r/moved')).toBeInstanceOf(ConflictError);
+    const rejected = await adapter.commit(unit, {
+      writes: [],
+      settlements: [
+        consume(replaced!, [append('agg/replaced', 0)]),
+        consume(moved!, [append('agg/moved', 0)]),
+        consume(fine!, [{ op: 'put', key: 'r/side', at: new Date(Date.now() + HOUR), message: message('side') }]),
+      ],
+    });
+    expect([...rejected!.keys()].sort()).toEqual(['r/moved', 'r/replaced']);
+    expect(rejected!.get('r/replaced')).toMatchObject({ kind: 'schedule', subject: 'r/replaced' });
+    expect(rejected!.get('r/moved')).toMatchObject({ kind: 'aggregate', subject: 'agg/moved' });
+    expect(rejected!.get('r/moved')).toBeInstanceOf(ConflictError);
     // The applied group: consumed, with its write.
     expect(await backend.store.loadSchedule('r/fine')).toBeUndefined();
     expect((await backend.store.loadSchedule('r/side'))?.message).toEqual(message('side'));
@@ -133,33 +133,31 @@ describe('a delivery batch', () => {
     expect(now?.version).toBeGreaterThan(replaced!.version);
     expect(now?.message).toEqual(message('new'));
     expect(await backend.store.loadEvents('agg/replaced')).toEqual([]);
-    expect(await backend.store.loadSchedule('r/moved')).toEqual(moved);
-    expect((await backend.store.loadEvents('agg/moved')).map((e) => e.timestamp)).not.toContain(1);
+    expect(await backend.store.loadSchedule('r/moved')).toEqual(withoutFlags(moved!));
     // Both are due again at once (their claims ended with the commit), each at its own due time.
     expect(await fx.admin.hlen(k.claims)).toBe(0);
-    expect((await backend.store.driver.dueSchedules(new Date(), 10)).map((s) => s.key)).toEqual([
-      'r/moved',
-      'r/replaced',
-    ]);
+    expect((await due(adapter)).map((s) => s.key)).toEqual(['r/moved', 'r/replaced']);
   });
 
   it('checks each group against what the earlier groups of the same commit applied', async () => {
     const prefix = fx.prefix();
     const backend = await fx.open(prefix);
+    const adapter = await openAdapter(fx, prefix);
     await scheduleDue(backend, ['s/1', 's/2', 's/3', 's/4']);
-    const tx = await backend.store.driver.deliver(new Date(), 10);
-    tx.savepoint('s/1');
-    await tx.appendEvents('shared', 0, [event('shared', 1)]);
-    tx.savepoint('s/2');
-    // Written as if the first group had not applied: it has, so this one is left out.
-    await tx.appendEvents('shared', 0, [event('shared', 1)]);
-    tx.savepoint('s/3');
-    await tx.appendEvents('shared', 1, [event('shared', 2)]);
-    // The fourth cancels the first schedule's key, already consumed by the first group: still no conflict.
-    tx.savepoint('s/4');
-    expect(await tx.deleteSchedule('s/1')).toBe(false);
-    const rejected = await tx.commit();
-    expect([...rejected]).toEqual([['s/2', new ConflictError('aggregate', 'shared')]]);
+    const unit = await adapter.begin({ now: new Date(), limit: 10 });
+    const [s1, s2, s3, s4] = unit.claimed!;
+    const rejected = await adapter.commit(unit, {
+      writes: [],
+      settlements: [
+        consume(s1!, [append('shared', 0)]),
+        // Written as if the first group had not applied: it has, so this one is left out.
+        consume(s2!, [append('shared', 0)]),
+        consume(s3!, [append('shared', 1)]),
+        // The fourth cancels the first schedule's key, already consumed by the first group: no conflict.
+        consume(s4!, [{ op: 'delete', key: 's/1' }]),
+      ],
+    });
+    expect([...rejected!]).toEqual([['s/2', new ConflictError('aggregate', 'shared')]]);
     expect((await backend.store.loadEvents('shared')).map((e) => e.sequence)).toEqual([1, 2]);
     expect((await backend.store.listSchedules()).map((s) => s.key)).toEqual(['s/2']);
   });
@@ -167,19 +165,27 @@ describe('a delivery batch', () => {
   it('never writes part of a group: a group left out writes nothing, and bad data stops the whole commit before any write', async () => {
     const prefix = fx.prefix();
     const backend = await fx.open(prefix);
+    const adapter = await openAdapter(fx, prefix);
     const k = fx.keys(prefix);
     await scheduleDue(backend, ['p/1', 'p/2']);
     const before = await backend.store.listSchedules();
     const counter = await fx.admin.get(k.version);
+    const later = new Date(Date.now() + HOUR);
 
-    const first = await backend.store.driver.deliver(new Date(), 10);
-    first.savepoint('p/1');
-    await first.putSchedule('p/put-before', new Date(Date.now() + HOUR), message('x'));
-    await first.appendEvents('p/agg', 0, [event('p/agg', 1)]);
-    await first.putSchedule('p/put-after', new Date(Date.now() + HOUR), message('y'));
+    const first = await adapter.begin({ now: new Date(), limit: 10 });
     await backend.store.transact((t) => t.exec(effects, 'p/agg', (_s, ag) => ag.raise('effect.applied')));
-    const rejected = await first.commit();
-    expect([...rejected.keys()]).toEqual(['p/1']);
+    const rejected = await adapter.commit(first, {
+      writes: [],
+      settlements: [
+        consume(first.claimed![0]!, [
+          { op: 'put', key: 'p/put-before', at: later, message: message('x') },
+          append('p/agg', 0),
+          { op: 'put', key: 'p/put-after', at: later, message: message('y') },
+        ]),
+        consume(first.claimed![1]!),
+      ],
+    });
+    expect([...rejected!.keys()]).toEqual(['p/1']);
     expect(await backend.store.loadSchedule('p/put-before')).toBeUndefined();
     expect(await backend.store.loadSchedule('p/put-after')).toBeUndefined();
     expect(await backend.store.loadSchedule('p/1')).toEqual(before[0]);
@@ -191,82 +197,83 @@ describe('a delivery batch', () => {
     const pending = await backend.store.listSchedules();
     const counterNow = await fx.admin.get(k.version);
     await fx.admin.set(k.events('p/broken'), 'not a list');
-    const second = await backend.store.driver.deliver(new Date(), 10);
-    expect(second.claimed.map((s) => s.key)).toEqual(['p/1', 'p/3']);
-    second.savepoint('p/1');
-    await second.putSchedule('p/written?', new Date(Date.now() + HOUR), message('w'));
-    second.savepoint('p/3');
-    await second.appendEvents('p/broken', 0, [event('p/broken', 1)]);
-    await expect(second.commit()).rejects.toBeInstanceOf(CorruptDataError);
+    const second = await adapter.begin({ now: new Date(), limit: 10 });
+    expect(second.claimed?.map((s) => s.key)).toEqual(['p/1', 'p/3']);
+    const commit = adapter.commit(second, {
+      writes: [],
+      settlements: [
+        consume(second.claimed![0]!, [{ op: 'put', key: 'p/written?', at: later, message: message('w') }]),
+        consume(second.claimed![1]!, [append('p/broken', 0)]),
+      ],
+    });
+    await expect(commit).rejects.toBeInstanceOf(CorruptDataError);
     expect(await backend.store.listSchedules()).toEqual(pending);
     expect(await fx.admin.get(k.version)).toBe(counterNow);
     expect(await fx.admin.get(k.events('p/broken'))).toBe('not a list');
     // The failed commit ended the claims: both are due again.
     expect(await fx.admin.hlen(k.claims)).toBe(0);
-    expect((await backend.store.driver.dueSchedules(new Date(), 10)).map((s) => s.key)).toEqual([
-      'p/1',
-      'p/3',
-    ]);
+    expect((await due(adapter)).map((s) => s.key)).toEqual(['p/1', 'p/3']);
   });
 
   it('answers a resent commit as the first run did, groups left out included (a reply lost to a dropped connection)', async () => {
     const prefix = fx.prefix();
-    const { backend, proxy } = await proxiedBackend(prefix);
-    const app = await fx.open(prefix);
+    const { backend, proxy, client } = await proxiedBackend(prefix);
+    const adapter = await openAdapter(fx, prefix, { client, commitTimeoutMs: 10_000 });
     await scheduleDue(backend, ['l/1', 'l/2']);
-    const tx = await backend.store.driver.deliver(new Date(), 10);
-    tx.savepoint('l/1');
-    await tx.appendEvents('l/agg', 0, [event('l/agg', 1)]);
-    await app.store.transact((t) => t.schedule('l/2', new Date(Date.now() - 1), message('replaced')));
+    const unit = await adapter.begin({ now: new Date(), limit: 10 });
+    await backend.store.transact((t) => t.schedule('l/2', new Date(Date.now() - 1), message('replaced')));
     const commits = proxy.count(luaScripts.commit.sha);
     proxy.dropReplyTo(luaScripts.commit.sha);
-    const rejected = await tx.commit();
+    const rejected = await adapter.commit(unit, {
+      writes: [],
+      settlements: [consume(unit.claimed![0]!, [append('l/agg', 0)]), consume(unit.claimed![1]!)],
+    });
     expect(proxy.dropped).toBe(1);
     expect(commits()).toBe(2);
-    expect([...rejected]).toEqual([['l/2', new ConflictError('schedule', 'l/2')]]);
+    expect([...rejected!]).toEqual([['l/2', new ConflictError('schedule', 'l/2')]]);
     expect(await backend.store.loadEvents('l/agg')).toHaveLength(1);
     expect((await backend.store.listSchedules()).map((s) => s.message.aggregateId)).toEqual(['replaced']);
   });
 });
 
 describe('claims', () => {
-  it('never hands a schedule an open delivery holds to another delivery; with claims off, it does', async () => {
+  it('never hands a schedule an open unit holds to another unit; with claims off, it does', async () => {
     const prefix = fx.prefix();
-    const first = await fx.open(prefix);
-    const second = await fx.open(prefix);
-    expect(first.capabilities.exclusiveClaims).toBe(true);
-    await scheduleDue(first, ['c/1', 'c/2', 'c/3']);
-    const a = await first.store.driver.deliver(new Date(), 2);
-    expect(a.claimed.map((s) => s.key)).toEqual(['c/1', 'c/2']);
-    const b = await second.store.driver.deliver(new Date(), 10);
-    expect(b.claimed.map((s) => s.key)).toEqual(['c/3']);
-    expect(await second.store.driver.dueSchedules(new Date(), 10)).toEqual([]);
-    const c = await second.store.driver.deliver(new Date(), 10);
+    const backend = await fx.open(prefix);
+    expect(backend.capabilities.exclusiveClaims).toBe(true);
+    const first = await openAdapter(fx, prefix);
+    const second = await openAdapter(fx, prefix);
+    await scheduleDue(backend, ['c/1', 'c/2', 'c/3']);
+    const a = await first.begin({ now: new Date(), limit: 2 });
+    expect(a.claimed?.map((s) => s.key)).toEqual(['c/1', 'c/2']);
+    const b = await second.begin({ now: new Date(), limit: 10 });
+    expect(b.claimed?.map((s) => s.key)).toEqual(['c/3']);
+    const c = await second.begin({ now: new Date(), limit: 10 });
     expect(c.claimed).toEqual([]);
-    await c.rollback();
-    await a.rollback();
-    // Released: due again, in order, and claimable.
-    expect((await second.store.driver.dueSchedules(new Date(), 10)).map((s) => s.key)).toEqual([
-      'c/1',
-      'c/2',
+    await second.rollback(c);
+    await first.rollback(a);
+    // Released: claimable again, in order, and not counted as interrupted.
+    const d = await second.begin({ now: new Date(), limit: 10 });
+    expect(d.claimed?.map((s) => [s.key, s.interrupted])).toEqual([
+      ['c/1', undefined],
+      ['c/2', undefined],
     ]);
-    expect(await b.commit()).toEqual(new Map());
+    await second.rollback(d);
+    expect(await second.commit(b, { writes: [], settlements: [consume(b.claimed![0]!)] })).toEqual(new Map());
 
     const open = fx.prefix();
-    const one = await fx.open(open, { claims: false });
-    const other = await fx.open(open, { claims: false });
-    expect(one.capabilities.exclusiveClaims).toBe(false);
-    await scheduleDue(one, ['o/1']);
-    const x = await one.store.driver.deliver(new Date(), 10);
-    const y = await other.store.driver.deliver(new Date(), 10);
-    expect(x.claimed.map((s) => s.key)).toEqual(['o/1']);
-    expect(y.claimed.map((s) => s.key)).toEqual(['o/1']);
-    // One instance never hands it to two of its own deliveries, though.
-    const z = await one.store.driver.deliver(new Date(), 10);
-    expect(z.claimed).toEqual([]);
-    await z.rollback();
-    expect(await x.commit()).toEqual(new Map());
-    expect([...(await y.commit()).keys()]).toEqual(['o/1']);
+    const loose = await fx.open(open, { claims: false });
+    expect(loose.capabilities.exclusiveClaims).toBe(false);
+    const one = await openAdapter(fx, open, { claimTtl: undefined });
+    const other = await openAdapter(fx, open, { claimTtl: undefined });
+    await scheduleDue(loose, ['o/1']);
+    const x = await one.begin({ now: new Date(), limit: 10 });
+    const y = await other.begin({ now: new Date(), limit: 10 });
+    expect(x.claimed?.map((s) => s.key)).toEqual(['o/1']);
+    expect(y.claimed?.map((s) => s.key)).toEqual(['o/1']);
+    expect(await one.commit(x, { writes: [], settlements: [consume(x.claimed![0]!)] })).toEqual(new Map());
+    const lost = await other.commit(y, { writes: [], settlements: [consume(y.claimed![0]!)] });
+    expect([...lost!.keys()]).toEqual(['o/1']);
   });
 
   it('keeps two dispatchers from ever running one schedule at the same time', async () => {
@@ -316,85 +323,70 @@ describe('claims', () => {
     expect(dispatchers.reduce((n, d) => n + d.snapshot().delivered, 0)).toBe(count);
   }, 90_000);
 
-  it('renews the claims of a delivery that stays open past their time to live', async () => {
+  it('renews the claims of a unit that stays open past their time to live; a lapsed one comes back interrupted', async () => {
     const prefix = fx.prefix();
-    const backend = await fx.open(prefix, { claims: { ttl: 300 } });
+    const backend = await fx.open(prefix);
+    const holder = await openAdapter(fx, prefix, { claimTtl: 300 });
+    const rival = await openAdapter(fx, prefix, { claimTtl: 300 });
+    expect(holder.renewEveryMs).toBe(100);
     const k = fx.keys(prefix);
-    await scheduleDue(backend, ['n/1']);
-    const opened = Date.now();
-    const tx = await backend.store.driver.deliver(new Date(opened), 10);
-    const claimedUntil = Number(await fx.admin.zscore(k.due, 'n/1'));
-    expect(claimedUntil).toBe(opened + 300);
-    await waitFor(
-      'a renewal to move the claim on',
-      async () => Number(await fx.admin.zscore(k.due, 'n/1')) >= claimedUntil + 300,
+    await scheduleDue(backend, ['n/1', 'n/2']);
+    const unit = await holder.begin({ now: new Date(), limit: 1 });
+    const claim = async () => String(await fx.admin.hget(k.claims, 'n/1')).split(' ');
+    const [, version, until] = await claim();
+    expect(Number(version)).toBe(unit.claimed![0]!.version);
+    await waitFor('the claim to lapse unrenewed', async () => {
+      const [seconds, micros] = (await fx.admin.time()).map(Number);
+      return seconds! * 1000 + micros! / 1000 > Number(until);
+    });
+    await holder.renew!(unit);
+    expect(Number((await claim())[2])).toBeGreaterThan(Number(until));
+    const none = await rival.begin({ now: new Date(), limit: 1 });
+    expect(none.claimed?.map((s) => s.key)).toEqual(['n/2']);
+    await rival.rollback(none);
+    // Unrenewed, the claim lapses: the version is claimed again and reported interrupted.
+    let taken: Awaited<ReturnType<typeof rival.begin>> | undefined;
+    await waitFor('the claim to lapse', async () => {
+      taken = await rival.begin({ now: new Date(), limit: 2 });
+      if (taken.claimed?.some((s) => s.key === 'n/1')) return true;
+      await rival.rollback(taken);
+      return false;
+    });
+    expect(taken!.claimed).toMatchObject([{ key: 'n/1', interrupted: true }, { key: 'n/2' }]);
+    expect(taken!.claimed![1]!.interrupted).toBeUndefined();
+    // The first unit no longer holds it: its consumption is refused, the new holder's applies.
+    const refused = await holder.commit(unit, { writes: [], settlements: [consume(unit.claimed![0]!)] });
+    expect(refused?.get('n/1')).toMatchObject({ kind: 'schedule' });
+    expect(await fx.admin.hget(k.claims, 'n/1')).not.toBeNull();
+    expect(await rival.commit(taken!, { writes: [], settlements: [consume(taken!.claimed![0]!)] })).toEqual(
+      new Map(),
     );
-    const other = await fx.open(prefix);
-    const rival = await other.store.driver.deliver(new Date(claimedUntil + 1), 10);
-    expect(rival.claimed).toEqual([]);
-    await rival.rollback();
-    expect(await tx.commit()).toEqual(new Map());
     expect(await backend.store.loadSchedule('n/1')).toBeUndefined();
   });
 
-  it('never lets a renewal hide a version put while the delivery is open, nor a commit end another delivery’s claim', async () => {
+  it('never lets a claim hide a version put while the unit is open, nor a commit end another unit’s claim', async () => {
     const prefix = fx.prefix();
-    const holder = await fx.open(prefix, { claims: { ttl: 300 } });
     const app = await fx.open(prefix);
+    const holder = await openAdapter(fx, prefix);
     const k = fx.keys(prefix);
-    await scheduleDue(holder, ['v/1']);
-    const old = await holder.store.driver.deliver(new Date(), 10);
-    expect(old.claimed.map((s) => s.version)).toHaveLength(1);
+    await scheduleDue(app, ['v/1']);
+    const old = await holder.begin({ now: new Date(), limit: 10 });
+    expect(old.claimed).toHaveLength(1);
     await app.store.transact((t) => t.schedule('v/1', new Date(Date.now() - 1), message('v2')));
-    // The next renewal finds another version: it gives the claim up instead of hiding that version.
-    await waitFor(
-      'the renewal to give up the replaced claim',
-      async () => (await fx.admin.hexists(k.claims, 'v/1')) === 0,
-    );
-    const fresh = await app.store.driver.deliver(new Date(), 10);
-    expect(fresh.claimed.map((s) => s.message)).toEqual([message('v2')]);
-    expect([...(await old.commit()).keys()]).toEqual(['v/1']);
-    // The old delivery's commit left the new claim alone.
-    expect(await app.store.driver.dueSchedules(new Date(), 10)).toEqual([]);
+    // The claim names the old version: the new one is claimable at once.
+    const fresh = await holder.begin({ now: new Date(), limit: 10 });
+    expect(fresh.claimed?.map((s) => [s.message, s.interrupted])).toEqual([[message('v2'), undefined]]);
+    await holder.renew!(old);
+    expect(String(await fx.admin.hget(k.claims, 'v/1'))).toContain(` ${fresh.claimed![0]!.version} `);
+    const rejected = await holder.commit(old, { writes: [], settlements: [consume(old.claimed![0]!)] });
+    expect([...rejected!.keys()]).toEqual(['v/1']);
+    // The old unit's commit left the new claim alone.
     expect(await fx.admin.hlen(k.claims)).toBe(1);
-    expect(await fresh.commit()).toEqual(new Map());
+    const settled = await holder.commit(fresh, { writes: [], settlements: [consume(fresh.claimed![0]!)] });
+    expect(settled).toEqual(new Map());
     expect(await app.store.loadSchedule('v/1')).toBeUndefined();
+    expect(await fx.admin.hlen(k.claims)).toBe(0);
   });
-
-  it('lets the claims of a SIGKILLed process expire; its schedules are then delivered', async () => {
-    const prefix = fx.prefix();
-    const backend = await fx.open(prefix);
-    await scheduleDue(backend, ['k/1', 'k/2']);
-    const child = spawnClaimer(prefix, 60_000);
-    try {
-      expect(await child.line(/^claimed /)).toBe('claimed k/1,k/2');
-    } finally {
-      await child.kill();
-    }
-    // Within the dead process's claim time to live, nobody gets them.
-    const early = await backend.store.driver.deliver(new Date(), 10);
-    expect(early.claimed).toEqual([]);
-    await early.rollback();
-    // Past it (a clock 61 s ahead stands for the wait), a dispatcher delivers both.
-    const ahead: Clock = { now: () => Date.now() + 61_000, setTimer: systemClock.setTimer };
-    const dispatcher = new Dispatcher({
-      store: backend.store,
-      clock: ahead,
-      processor: async (tx, _m, { schedule }) => {
-        await tx.exec(effects, `k-effect/${schedule.key}`, (_s, ag) => ag.raise('effect.applied'));
-      },
-    });
-    const controller = new AbortController();
-    const done = dispatcher.run(controller.signal);
-    try {
-      await waitFor('both to be delivered', async () => (await backend.store.listSchedules()).length === 0);
-    } finally {
-      controller.abort();
-      await done;
-    }
-    expect(await backend.store.loadEvents('k-effect/k/1')).toHaveLength(1);
-    expect(await backend.store.loadEvents('k-effect/k/2')).toHaveLength(1);
-  }, 60_000);
 });
 
 describe('enqueue', () => {
@@ -413,16 +405,22 @@ describe('enqueue', () => {
   });
 });
 
-/** Runs test/fixtures/claim-and-hang.ts: it claims what is due and holds the claims until killed. */
-function spawnClaimer(prefix: string, ttl: number) {
-  const require = createRequire(import.meta.url);
-  const conformance = createRequire(require.resolve('@duetime/conformance/package.json'));
-  const loader = pathToFileURL(conformance.resolve('tsx')).href;
-  const script = fileURLToPath(new URL('./fixtures/claim-and-hang.ts', import.meta.url));
-  const child = spawn(
-    process.execPath,
-    ['--import', loader, '--conditions=source', script, redisUrl, prefix, String(ttl)],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  return watchChild(child, { label: 'claim-and-hang' });
+/** A consumption of `schedule` with `writes`. */
+function consume(schedule: Schedule, writes: Write[] = []): Settlement {
+  return { schedule, outcome: 'consume', writes };
+}
+
+/** Appends one event to `aggregateId`, expecting the stream at `expected`. */
+function append(aggregateId: string, expected: number): Write {
+  return { op: 'append', aggregateId, expectedSequence: expected, events: [event(aggregateId, expected + 1)] };
+}
+
+/** What is due now, in claim order (read without claiming). */
+function due(adapter: RedisStore) {
+  return adapter.listSchedules({ order: 'due', through: new Date(), limit: 100 });
+}
+
+/** A claimed schedule as a read returns it. */
+function withoutFlags({ interrupted: _, ...schedule }: Claimed): Schedule {
+  return schedule;
 }

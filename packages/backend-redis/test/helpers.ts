@@ -1,8 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import type { Backend, Message } from '@duetime/core';
+import { type Backend, type Message, systemClock } from '@duetime/core';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach } from 'vitest';
 import { createRedisBackend, KeySpace, type RedisBackendOptions } from '../src/index.js';
+import { Committer } from '../src/commit.js';
+import { ScriptRunner } from '../src/scripts.js';
+import { RedisStore } from '../src/store.js';
+import { ChangeWatcher } from '../src/watch.js';
 import { assertRedisReachable, dropStore, redisUrl } from './adapter.js';
 
 export { redisUrl };
@@ -83,4 +87,34 @@ export async function waitFor<T>(
       throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${String(last)})`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
+}
+
+/**
+ * The store adapter of a backend on `prefix`, built from its parts (tests of the adapter itself: claims,
+ * settlements, what one script call applies). Closed after the test.
+ */
+export async function openAdapter(
+  fx: ReturnType<typeof redisFixture>,
+  prefix: string,
+  options: { claimTtl?: number | undefined; commitTimeoutMs?: number; senderId?: string; client?: Redis } = {},
+) {
+  await assertRedisReachable();
+  const client = options.client ?? fx.closeLater(disconnecting(new Redis(redisUrl)));
+  const keys = new KeySpace(prefix);
+  const runner = new ScriptRunner(client);
+  await runner.load();
+  const logger = { debug() {}, info() {}, warn() {}, error() {} };
+  const senderId = options.senderId ?? randomBytes(6).toString('hex');
+  const committer = new Committer({
+    ...{ runner, keys, target: 'test', logger, clock: systemClock, senderId },
+    ...{ commitTimeoutMs: options.commitTimeoutMs ?? 0, markerTtl: 60_000 },
+  });
+  const watcher = new ChangeWatcher({ client, channel: keys.channel, senderId, logger });
+  fx.closeLater({ close: async () => watcher.close() });
+  const claimTtl = 'claimTtl' in options ? options.claimTtl : 5000;
+  return new RedisStore({ runner, keys, target: 'test', logger, senderId, claimTtl, committer, watcher });
+}
+
+function disconnecting(client: Redis): Redis & { close(): Promise<void> } {
+  return Object.assign(client, { close: async () => void client.disconnect() });
 }
