@@ -100,6 +100,26 @@ describe('duetime next and validate', () => {
     expect(zone.errors()).toContain('DUETIME_INVALID_ZONE');
   });
 
+  it('takes --zone as another name for --tz, and refuses the two naming different zones', async () => {
+    const args = ['30 1 * * *', '--from', '2026-10-31T12:00:00Z', '-n', '2', '--json'];
+    const tz = io();
+    expect(await runCli(['next', ...args, '--tz', 'America/New_York'], tz.io)).toBe(0);
+    const zone = io();
+    expect(await runCli(['next', ...args, '--zone', 'America/New_York'], zone.io)).toBe(0);
+    expect(zone.text()).toBe(tz.text());
+    const same = io();
+    expect(await runCli(['next', ...args, '--tz', 'UTC', '--zone', 'UTC'], same.io)).toBe(0);
+    const valid = io();
+    expect(await runCli(['validate', '0 9 * * *', '--zone', 'Europe/Berlin'], valid.io)).toBe(0);
+    expect(valid.text()).toMatch(/^valid: 0 9 \* \* \* in Europe\/Berlin; next /);
+    const both = io();
+    expect(await runCli(['next', ...args, '--tz', 'UTC', '--zone', 'Europe/Berlin'], both.io)).toBe(2);
+    expect(both.errors()).toContain('--tz "UTC" and --zone "Europe/Berlin" disagree');
+    const badZone = io();
+    expect(await runCli(['validate', '0 9 * * *', '--zone', 'Mars/Olympus'], badZone.io)).toBe(3);
+    expect(badZone.errors()).toContain('DUETIME_INVALID_ZONE');
+  });
+
   it('prints a stack trace only with --verbose', async () => {
     const t = io();
     expect(await runCli(['validate', '61 * * * *', '--tz', 'UTC', '--verbose'], t.io)).toBe(3);

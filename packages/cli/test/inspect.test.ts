@@ -42,22 +42,35 @@ function withParam(url: string, name: string, value: string): string {
 }
 
 describe('inspecting never creates a store', () => {
-  it('says there is nothing at a missing SQLite file, creating no file, in text and JSON', async () => {
+  it('answers a missing SQLite file with a NotFoundError and exit code 1, creating no file', async () => {
     const before = readdirSync(dir);
+    const notFound = (why: string) =>
+      `${why} (schedules commands never create a store; duetime run creates it) [DUETIME_NOT_FOUND]`;
     const t = io();
-    expect(await runCli(['schedules', 'list'], t.io)).toBe(0);
-    expect(t.text()).toBe(
-      `no pending schedules: no duetime database at ${join(dir, 'duetime.db')}: the file does not exist`,
+    expect(await runCli(['schedules', 'list'], t.io)).toBe(1);
+    expect(t.text()).toBe('');
+    expect(t.errors()).toBe(
+      `duetime schedules: ${notFound(`no duetime database at ${join(dir, 'duetime.db')}: the file does not exist`)}`,
     );
     const json = io();
-    expect(await runCli(['schedules', 'list', '--json', '--backend', 'sqlite:./other.db'], json.io)).toBe(0);
-    expect(JSON.parse(json.text())).toEqual([]);
-    const show = io();
-    expect(await runCli(['schedules', 'show', 'a/b'], show.io)).toBe(1);
-    expect(show.errors()).toContain('no pending schedule under "a/b": no duetime database at');
-    const cancel = io();
-    expect(await runCli(['schedules', 'cancel', '--prefix', 'a/'], cancel.io)).toBe(0);
-    expect(cancel.text()).toContain('nothing to cancel');
+    expect(await runCli(['schedules', 'list', '--json', '--backend', 'sqlite:./other.db'], json.io)).toBe(1);
+    expect(json.text()).toBe('');
+    expect(json.errors()).toContain(`no duetime database at ${join(dir, 'other.db')}`);
+    for (const args of [
+      ['show', 'a/b'],
+      ['cancel', '--prefix', 'a/'],
+      ['cancel', 'a/b'],
+      ['retry', 'a/b'],
+      ['discard', 'a/b'],
+      ['pause', 'a/b'],
+      ['resume', 'a/b'],
+      ['trigger', 'a/b'],
+    ]) {
+      const each = io();
+      expect(await runCli(['schedules', ...args], each.io)).toBe(1);
+      expect(each.text()).toBe('');
+      expect(each.errors()).toContain('[DUETIME_NOT_FOUND]');
+    }
     expect(readdirSync(dir)).toEqual(before);
     expect(existsSync(join(dir, 'duetime.db'))).toBe(false);
   });
@@ -70,8 +83,8 @@ describe('inspecting never creates a store', () => {
     });
     await backend.close();
     const plain = io();
-    expect(await runCli(['schedules', 'list', '--backend', `sqlite:${file}`], plain.io)).toBe(0);
-    expect(plain.text()).toContain('no duetime tables with the prefix "duetime_"');
+    expect(await runCli(['schedules', 'list', '--backend', `sqlite:${file}`], plain.io)).toBe(1);
+    expect(plain.errors()).toContain('no duetime tables with the prefix "duetime_"');
     const limited = io();
     expect(
       await runCli(
@@ -122,8 +135,9 @@ describe('inspecting never creates a store', () => {
     try {
       const url = withParam(PG_URL, 'schema', schema);
       const empty = io();
-      expect(await runCli(['schedules', 'list', '--backend', url], empty.io)).toBe(0);
-      expect(empty.text()).toContain(`no pending schedules: no duetime tables in schema "${schema}"`);
+      expect(await runCli(['schedules', 'list', '--backend', url], empty.io)).toBe(1);
+      expect(empty.errors()).toContain(`no duetime tables in schema "${schema}"`);
+      expect(empty.errors()).toContain('[DUETIME_NOT_FOUND]');
       const found = await admin.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
       expect(found.rowCount).toBe(0);
 
@@ -151,8 +165,8 @@ describe('inspecting never creates a store', () => {
     try {
       const url = withParam(REDIS_URL, 'prefix', prefix);
       const empty = io();
-      expect(await runCli(['schedules', 'list', '--backend', url], empty.io)).toBe(0);
-      expect(empty.text()).toContain(`no duetime store with the prefix "${prefix}"`);
+      expect(await runCli(['schedules', 'list', '--backend', url], empty.io)).toBe(1);
+      expect(empty.errors()).toContain(`no duetime store with the prefix "${prefix}"`);
       expect(await admin.keys(`{${prefix}}:*`)).toEqual([]);
       const backend = await createRedisBackend({ url: REDIS_URL }, { prefix });
       await backend.store.transact((tx) => tx.schedule('redis/1', new Date('2030-01-01T00:00:00Z'), message));
