@@ -46,8 +46,11 @@ export interface CommitRequest {
 }
 
 /** The script operations of `writes` (see src/lua/commit.lua); `list` gives an event list's KEYS index. */
-export function encodeWrites(writes: readonly Write[], list: (aggregateId: string) => number): Arg[] {
-  const args: Arg[] = [];
+export function encodeWrites(
+  writes: readonly Write[],
+  list: (aggregateId: string) => number,
+  args: Arg[] = [],
+): Arg[] {
   for (const w of writes) {
     switch (w.op) {
       case 'append':
@@ -85,7 +88,7 @@ export function encodeSettlement(s: Settlement, list: (aggregateId: string) => n
     const { attempts, dueAt, error, at } = s.failure;
     args.push('fail', key, version, attempts, dueAt.getTime(), at ? at.getTime() : '', error);
   }
-  args.push(...encodeWrites(s.writes, list));
+  encodeWrites(s.writes, list, args);
   if (s.outcome === 'consume' && s.next) {
     const at = s.next.at.getTime();
     args.push('next', key, at, s.next.dueAt?.getTime() ?? at, ...encodeState(s.next.recurrence));
@@ -121,7 +124,10 @@ export function encodeCommit(
   };
   const args: Arg[] = [settings.markerTtl, keys.channel, settings.senderId, request.token];
   args.push(request.claimed.length, ...request.claimed);
-  for (const group of groups(list)) args.push('group', ...group);
+  for (const group of groups(list)) {
+    args.push('group');
+    for (const arg of group) args.push(arg);
+  }
   return { keys: scriptKeys, args };
 }
 

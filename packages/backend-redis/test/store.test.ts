@@ -1,6 +1,7 @@
-import type { Schedule, Store } from '@duetime/core';
+import type { Schedule, Settlement, Store, StoreChange, Write } from '@duetime/core';
 import { describe, expect, it } from 'vitest';
-import { message, redisFixture, waitFor } from './helpers.js';
+import type { RedisStore } from '../src/store.js';
+import { message, openAdapter, redisFixture, waitFor } from './helpers.js';
 
 const HOUR = 3_600_000;
 const fx = redisFixture();
@@ -22,38 +23,40 @@ describe('due index', () => {
   it('moves the due score whenever an active key is rescheduled, earlier or later', async () => {
     const prefix = fx.prefix();
     const { store } = await fx.open(prefix);
+    const adapter = await openAdapter(fx, prefix);
     const k = fx.keys(prefix);
     const far = Date.now() + 10 * HOUR;
     const past = Date.now() - 1000;
     await store.transact((tx) => tx.schedule('move/me', new Date(far), message('m')));
     expect(Number(await fx.admin.zscore(k.due, 'move/me'))).toBe(far);
-    expect(await store.driver.dueSchedules(new Date(), 10)).toEqual([]);
+    expect(await due(adapter)).toEqual([]);
 
     await store.transact((tx) => tx.schedule('move/me', new Date(past), message('m')));
     expect(Number(await fx.admin.zscore(k.due, 'move/me'))).toBe(past);
     expect(Number(await fx.admin.zscore(k.at, 'move/me'))).toBe(past);
-    expect((await store.driver.dueSchedules(new Date(), 10)).map((s) => s.key)).toEqual(['move/me']);
-    expect((await store.driver.nextDueAt())?.getTime()).toBe(past);
+    expect((await due(adapter)).map((s) => s.key)).toEqual(['move/me']);
+    expect((await store.nextDueAt())?.getTime()).toBe(past);
 
     await store.transact((tx) => tx.schedule('move/me', new Date(far + 1), message('m')));
     expect(Number(await fx.admin.zscore(k.due, 'move/me'))).toBe(far + 1);
-    expect(await store.driver.dueSchedules(new Date(), 10)).toEqual([]);
+    expect(await due(adapter)).toEqual([]);
     expect(await fx.admin.zcard(k.due)).toBe(1);
   });
 
   it('moves dueAt on a recorded failure, and a reschedule resets attempts and dueAt to the new deadline', async () => {
     const prefix = fx.prefix();
     const { store } = await fx.open(prefix);
+    const adapter = await openAdapter(fx, prefix);
     const k = fx.keys(prefix);
     const at = Date.now() - 5000;
     await store.transact((tx) => tx.schedule('retry/me', new Date(at), message('r')));
     const { version } = (await store.loadSchedule('retry/me'))!;
     const later = Date.now() + HOUR;
-    const delivery = await store.driver.deliver(new Date(), 10);
-    const [claimed] = delivery.claimed;
+    const unit = await adapter.begin({ now: new Date(), limit: 10 });
+    const [claimed] = unit.claimed!;
     expect(claimed).toMatchObject({ key: 'retry/me', version });
-    await delivery.restore(claimed!, { attempts: 3, dueAt: new Date(later), error: 'Error: x' });
-    expect(await delivery.commit()).toEqual(new Map());
+    const failure = { attempts: 3, dueAt: new Date(later), error: 'Error: x' };
+    expect(await adapter.commit(unit, { writes: [], settlements: [retry(claimed!, failure)] })).toEqual(new Map());
     expect(await store.loadSchedule('retry/me')).toMatchObject({
       attempts: 3,
       version,
@@ -62,7 +65,7 @@ describe('due index', () => {
     expect(Number(await fx.admin.zscore(k.due, 'retry/me'))).toBe(later);
     expect(Number(await fx.admin.zscore(k.at, 'retry/me'))).toBe(at);
     expect((await store.loadSchedule('retry/me'))?.lastError).toBe('Error: x');
-    expect(await store.driver.dueSchedules(new Date(), 10)).toEqual([]);
+    expect(await due(adapter)).toEqual([]);
 
     const again = Date.now() - 10;
     await store.transact((tx) => tx.schedule('retry/me', new Date(again), message('r', { n: 2 })));
@@ -72,29 +75,33 @@ describe('due index', () => {
     expect(reset.lastError).toBeUndefined();
     expect(reset.dueAt.getTime()).toBe(again);
     expect(Number(await fx.admin.zscore(k.due, 'retry/me'))).toBe(again);
-    expect((await store.driver.dueSchedules(new Date(), 10)).map((s) => s.key)).toEqual(['retry/me']);
-    const next = await store.driver.deliver(new Date(), 10);
-    expect(await next.commit()).toEqual(new Map());
+    expect((await due(adapter)).map((s) => s.key)).toEqual(['retry/me']);
+    const next = await adapter.begin({ now: new Date(), limit: 10 });
+    const settlements = next.claimed!.map((schedule) => ({ schedule, outcome: 'consume' as const, writes: [] }));
+    expect(await adapter.commit(next, { writes: [], settlements })).toEqual(new Map());
     expect(await fx.admin.hexists(k.schedules, 'retry/me')).toBe(0);
   });
 
   it('records a failure only on the version that failed', async () => {
     const prefix = fx.prefix();
     const { store } = await fx.open(prefix);
+    const adapter = await openAdapter(fx, prefix);
     await store.transact((tx) => tx.schedule('stale/me', new Date(Date.now() - 5000), message('s')));
-    const delivery = await store.driver.deliver(new Date(), 10);
-    const [claimed] = delivery.claimed;
+    const unit = await adapter.begin({ now: new Date(), limit: 10 });
+    const [claimed] = unit.claimed!;
     await store.transact((tx) => tx.schedule('stale/me', new Date(Date.now() - 1), message('s', { n: 2 })));
-    await delivery.restore(claimed!, { attempts: 1, dueAt: new Date(Date.now() + HOUR), error: 'late' });
-    expect(await delivery.commit()).toEqual(new Map());
+    const failure = { attempts: 1, dueAt: new Date(Date.now() + HOUR), error: 'late' };
+    expect(await adapter.commit(unit, { writes: [], settlements: [retry(claimed!, failure)] })).toEqual(new Map());
     const now = (await store.loadSchedule('stale/me'))!;
     expect(now).toMatchObject({ attempts: 0, message: message('s', { n: 2 }) });
     expect(now.version).toBeGreaterThan(claimed!.version);
-    expect((await store.driver.dueSchedules(new Date(), 10)).map((s) => s.key)).toEqual(['stale/me']);
+    expect((await due(adapter)).map((s) => s.key)).toEqual(['stale/me']);
   });
 
-  it('orders due work by (dueAt, key bytes) and pages it by limit', async () => {
-    const { store } = await fx.open(fx.prefix());
+  it('orders due work by (dueAt, key bytes) and claims it by limit', async () => {
+    const prefix = fx.prefix();
+    const { store } = await fx.open(prefix);
+    const adapter = await openAdapter(fx, prefix);
     const t = Date.now() - 1000;
     const keys = ['b', 'a', 'ä', '🙂', 'a/1', 'Z'];
     await store.transact(async (tx) => {
@@ -102,11 +109,11 @@ describe('due index', () => {
       await tx.schedule('earlier', new Date(t - 1), message('e'));
       await tx.schedule('later', new Date(Date.now() + HOUR), message('l'));
     });
-    const due = await store.driver.dueSchedules(new Date(), 100);
-    expect(due.map((s) => s.key)).toEqual(['earlier', ...[...keys].sort(byBytes)]);
-    expect((await store.driver.dueSchedules(new Date(), 3)).map((s) => s.key)).toEqual(
-      due.slice(0, 3).map((s) => s.key),
-    );
+    const listed = await due(adapter);
+    expect(listed.map((s) => s.key)).toEqual(['earlier', ...[...keys].sort(byBytes)]);
+    const unit = await adapter.begin({ now: new Date(), limit: 3 });
+    expect(unit.claimed?.map((s) => s.key)).toEqual(listed.slice(0, 3).map((s) => s.key));
+    await adapter.rollback(unit);
   });
 });
 
@@ -237,27 +244,43 @@ describe('commits', () => {
   it('applies nothing when a later operation conflicts (no partial writes from the script)', async () => {
     const prefix = fx.prefix();
     const { store } = await fx.open(prefix);
+    const adapter = await openAdapter(fx, prefix);
     const k = fx.keys(prefix);
     await store.transact((tx) => tx.schedule('c/1', new Date(Date.now() - 1), message('c')));
-    const tx = await store.driver.begin();
-    await tx.putSchedule('c/new', new Date(), message('n'));
-    await tx.deleteSchedule('c/1');
-    await tx.appendEvents('agg', 0, [{ ...message('agg'), sequence: 1, timestamp: 1 }]);
-    // Someone else appends to the aggregate first.
-    const second = await store.driver.begin();
-    await second.appendEvents('agg', 0, [{ ...message('agg'), sequence: 1, timestamp: 2 }]);
-    await second.commit();
-    const counterBefore = await fx.admin.get(k.version);
-    await expect(tx.commit()).rejects.toMatchObject({
-      code: 'DUETIME_CONFLICT',
-      kind: 'aggregate',
-      subject: 'agg',
+    const event = (timestamp: number) => ({ ...message('agg'), sequence: 1, timestamp });
+    const append = (timestamp: number): Write => ({
+      op: 'append',
+      aggregateId: 'agg',
+      expectedSequence: 0,
+      events: [event(timestamp)],
     });
-    await tx.rollback();
+    // Someone else appends to the aggregate first.
+    await adapter.commit(await adapter.begin(), { writes: [append(2)], settlements: [] });
+    const counterBefore = await fx.admin.get(k.version);
+    const commit = adapter.commit(await adapter.begin(), {
+      writes: [
+        { op: 'put', key: 'c/new', at: new Date(), message: message('n') },
+        { op: 'delete', key: 'c/1' },
+        append(1),
+      ],
+      settlements: [],
+    });
+    await expect(commit).rejects.toMatchObject({ code: 'DUETIME_CONFLICT', kind: 'aggregate', subject: 'agg' });
     expect(await store.loadSchedule('c/new')).toBeUndefined();
     expect(await store.loadSchedule('c/1')).toBeDefined();
     expect((await store.loadEvents('agg')).map((e) => e.timestamp)).toEqual([2]);
     expect(await fx.admin.get(k.version)).toBe(counterBefore);
+    // A put on a version that moved on is a version conflict, and applies nothing either.
+    const { version } = (await store.loadSchedule('c/1'))!;
+    const stale = adapter.commit(await adapter.begin(), {
+      writes: [
+        { op: 'put', key: 'c/other', at: new Date(), message: message('o') },
+        { op: 'put', key: 'c/1', at: new Date(), message: message('c2'), ifVersion: version + 1 },
+      ],
+      settlements: [],
+    });
+    await expect(stale).rejects.toMatchObject({ code: 'DUETIME_CONFLICT', kind: 'version', subject: 'c/1' });
+    expect(await store.loadSchedule('c/other')).toBeUndefined();
   });
 
   it('puts a key twice in one transaction of puts only: the later one is stored, with the later version', async () => {
@@ -291,23 +314,23 @@ describe('commits', () => {
     const { store } = await fx.open(prefix);
     const k = fx.keys(prefix);
     const { ScriptRunner } = await import('../src/scripts.js');
-    const { encodeCommit } = await import('../src/commit.js');
+    const { encodeCommit, encodeWrites } = await import('../src/commit.js');
     const runner = new ScriptRunner(fx.admin);
-    const { keys, args } = encodeCommit({ keys: k, markerTtl: 60_000, senderId: 'test' }, 'same-commit', {
-      groups: [
-        [
-          { op: 'put', key: 'once', at: new Date(), message: message('o') },
-          {
-            op: 'append',
-            aggregateId: 'agg',
-            expectedSequence: 0,
-            events: [{ ...message('agg'), sequence: 1, timestamp: 1 }],
-          },
-        ],
-      ],
-      token: '',
-      release: [],
-    });
+    const writes: Write[] = [
+      { op: 'put', key: 'once', at: new Date(), message: message('o') },
+      {
+        op: 'append',
+        aggregateId: 'agg',
+        expectedSequence: 0,
+        events: [{ ...message('agg'), sequence: 1, timestamp: 1 }],
+      },
+    ];
+    const { keys, args } = encodeCommit(
+      { keys: k, markerTtl: 60_000, senderId: 'test' },
+      'same-commit',
+      { token: '', claimed: [] },
+      (list) => [encodeWrites(writes, list)],
+    );
     expect(await runner.run('commit', keys, args)).toEqual(['ok']);
     expect(await runner.run('commit', keys, args)).toEqual(['duplicate']);
     expect((await store.loadSchedule('once'))?.version).toBe(1);
@@ -318,7 +341,8 @@ describe('commits', () => {
 
 describe('large transactions', () => {
   it('commits 50,000 schedules in one transaction and cancels them by prefix in another', async () => {
-    const { store } = await fx.open(fx.prefix());
+    const prefix = fx.prefix();
+    const { store } = await fx.open(prefix);
     const at = Date.now() + HOUR;
     await store.transact(async (tx) => {
       for (let i = 0; i < 50_000; i++) await tx.schedule(`bulk/${i}`, new Date(at + i), message('b'));
@@ -331,7 +355,9 @@ describe('large transactions', () => {
     ]);
     const page = await store.pageSchedules({ limit: 10_000, prefix: 'bulk/' });
     expect(page.items).toHaveLength(10_000);
-    expect(await store.driver.dueSchedules(new Date(at + 20_000), 10_000)).toHaveLength(10_000);
+    const adapter = await openAdapter(fx, prefix);
+    const through = new Date(at + 20_000);
+    expect(await adapter.listSchedules({ order: 'due', through, limit: 10_000 })).toHaveLength(10_000);
     expect(await store.transact((tx) => tx.cancelSchedulePrefix('bulk/'))).toBe(50_000);
     expect(await store.listSchedules()).toEqual([]);
   }, 60_000);
@@ -340,21 +366,24 @@ describe('large transactions', () => {
 describe('change notifications', () => {
   it('tells watchers of other instances about commits with the earliest deadline, not of their own', async () => {
     const prefix = fx.prefix();
-    const first = await fx.open(prefix);
+    const first = await openAdapter(fx, prefix);
     const second = await fx.open(prefix);
     const heardByFirst: (number | undefined)[] = [];
-    const stop = first.store.driver.watch!((change) => heardByFirst.push(change.earliest?.getTime()));
+    const events: string[] = [];
+    const stop = first.watch((event) => {
+      events.push(event.type);
+      if (event.type === 'change') heardByFirst.push(event.earliest?.getTime());
+    });
     try {
-      await waitFor('the subscriber to be ready', async () => {
-        const numsub = (await fx.admin.pubsub('NUMSUB', fx.keys(prefix).channel)) as [string, number];
-        return Number(numsub[1]) === 1;
-      });
+      await waitFor('the subscriber to be live', () => events.includes('live'));
+      expect(await subscribers(prefix)).toBe(1);
       const t = Date.now() + HOUR;
       await second.store.transact(async (tx) => {
         await tx.schedule('n/2', new Date(t + 5), message('n'));
         await tx.schedule('n/1', new Date(t), message('n'));
       });
-      await first.store.transact((tx) => tx.schedule('n/own', new Date(t - 5), message('n')));
+      const own: Write = { op: 'put', key: 'n/own', at: new Date(t - 5), message: message('n') };
+      await first.commit(await first.begin(), { writes: [own], settlements: [] });
       await second.store.transact((tx) => tx.cancelSchedule('n/1'));
       await second.store.transact((tx) => tx.schedule('n/3', new Date(t + 9), message('n')));
       await waitFor('two notifications', () => heardByFirst.length >= 2);
@@ -362,36 +391,48 @@ describe('change notifications', () => {
     } finally {
       stop();
     }
-    await waitFor('the subscriber to be gone', async () => {
-      const numsub = (await fx.admin.pubsub('NUMSUB', fx.keys(prefix).channel)) as [string, number];
-      return Number(numsub[1]) === 0;
-    });
+    await waitFor('the subscriber to be gone', async () => (await subscribers(prefix)) === 0);
   });
 });
 
 describe('change subscriber', () => {
-  it('resubscribes after its connection is killed and tells listeners to rescan', async () => {
+  it('reports the channel lost when its connection is killed, and live again once resubscribed', async () => {
     const prefix = fx.prefix();
     const first = await fx.open(prefix);
     const second = await fx.open(prefix);
-    const heard: (number | undefined)[] = [];
-    const stop = first.store.driver.watch!((change) => heard.push(change.earliest?.getTime()));
-    const subscribers = async () => {
-      const numsub = (await fx.admin.pubsub('NUMSUB', fx.keys(prefix).channel)) as [string, number];
-      return Number(numsub[1]);
-    };
+    const heard: StoreChange[] = [];
+    const stop = first.store.onChange((change) => heard.push(change));
+    const channel = () => heard.flatMap((c) => (c.channel ? [c.channel] : []));
     try {
-      await waitFor('the subscriber', async () => (await subscribers()) === 1);
+      await waitFor('the subscriber', () => channel().includes('live'));
       const list = String(await fx.admin.client('LIST'));
       const id = list.split('\n').find((line) => line.includes(`name=duetime-watch:${prefix} `));
       await fx.admin.client('KILL', 'ID', /\bid=(\d+)/.exec(id ?? '')![1]!);
-      await waitFor('a rescan signal', () => heard.includes(undefined));
-      await waitFor('the subscription to be back', async () => (await subscribers()) === 1);
+      await waitFor('the channel to be lost and live again', () => channel().join() === 'live,lost,live');
+      expect(await subscribers(prefix)).toBe(1);
       const t = Date.now() + HOUR;
       await second.store.transact((tx) => tx.schedule('after/kill', new Date(t), message('k')));
-      await waitFor('the remote commit to be heard again', () => heard.includes(t));
+      await waitFor('the remote commit to be heard again', () =>
+        heard.some((c) => c.remote && c.earliest?.getTime() === t),
+      );
     } finally {
       stop();
     }
   });
 });
+
+/** How many connections subscribe to the change channel of `prefix`. */
+async function subscribers(prefix: string): Promise<number> {
+  const numsub = (await fx.admin.pubsub('NUMSUB', fx.keys(prefix).channel)) as [string, number];
+  return Number(numsub[1]);
+}
+
+/** What is due now, in claim order (read without claiming). */
+function due(adapter: RedisStore) {
+  return adapter.listSchedules({ order: 'due', through: new Date(), limit: 100 });
+}
+
+/** A failed attempt of `schedule`. */
+function retry(schedule: Schedule, failure: Settlement['failure']): Settlement {
+  return { schedule, outcome: 'retry', failure, writes: [] };
+}
