@@ -23,7 +23,7 @@ import {
   resolveConnection,
   schemaProblem,
 } from './options.js';
-import { type PostgresUnit, PostgresStore } from './store.js';
+import { PostgresStore, type PostgresUnit } from './store.js';
 
 function openConnection(
   resolved: ResolvedConnection,
@@ -120,7 +120,11 @@ export async function migrate(
     'schema' | 'logger' | 'connectTimeoutMs' | 'connectionTimeoutMs' | 'applicationName'
   > = {},
 ): Promise<MigrationResult> {
-  const { options: given, logger, clock } = readFactoryOptions(options, {
+  const {
+    options: given,
+    logger,
+    clock,
+  } = readFactoryOptions(options, {
     factory: 'migrate',
     renamed: RENAMED_OPTIONS,
   });
@@ -130,7 +134,12 @@ export async function migrate(
   const connectTimeoutMs = durationOption('options.connectTimeoutMs', given.connectTimeoutMs, 10_000);
   const resolved = resolveConnection(
     connection,
-    { schema, poolSize: 1, applicationName: given.applicationName ?? 'duetime', idleInTransactionTimeoutMs: 0 },
+    {
+      schema,
+      poolSize: 1,
+      applicationName: given.applicationName ?? 'duetime',
+      idleInTransactionTimeoutMs: 0,
+    },
     connectTimeoutMs,
   );
   const conn = openConnection(resolved, { logger, clock, preparedStatements: false });
@@ -149,9 +158,13 @@ async function firstContact(conn: Connection, timeoutMs: number): Promise<void> 
     timer = setTimeout(
       () =>
         reject(
-          new BackendError('connect', `no answer within ${timeoutMs} ms (tried ${describeTarget(conn.target)})`, {
-            transient: true,
-          }),
+          new BackendError(
+            'connect',
+            `no answer within ${timeoutMs} ms (tried ${describeTarget(conn.target)})`,
+            {
+              transient: true,
+            },
+          ),
         ),
       timeoutMs,
     );

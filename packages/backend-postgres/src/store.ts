@@ -131,12 +131,11 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
   async #claim(claim: ClaimRequest, owner: string): Promise<Claimed[]> {
     // Nothing can be due before the earliest instant PostgreSQL stores.
     if (claim.now.getTime() < PG_MIN_TIME) return [];
-    const result = await this.#connection.query<ScheduleRow>('claim due schedules', this.#sql.schedules.claim, [
-      pgTimestamp(claim.now),
-      claim.limit,
-      this.#claimTimeoutMs,
-      owner,
-    ]);
+    const result = await this.#connection.query<ScheduleRow>(
+      'claim due schedules',
+      this.#sql.schedules.claim,
+      [pgTimestamp(claim.now), claim.limit, this.#claimTimeoutMs, owner],
+    );
     return result.rows.map((row) => {
       const schedule: Claimed = this.#schedule(row);
       if (row.interrupted) schedule.interrupted = true;
@@ -196,14 +195,23 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     try {
       result = await fn();
     } catch (error) {
-      await this.#control(unit, 'undo a delivery part', `ROLLBACK TO SAVEPOINT ${PART}; RELEASE SAVEPOINT ${PART}`);
+      await this.#control(
+        unit,
+        'undo a delivery part',
+        `ROLLBACK TO SAVEPOINT ${PART}; RELEASE SAVEPOINT ${PART}`,
+      );
       throw error;
     }
     try {
       await unit.client!.query(`RELEASE SAVEPOINT ${PART}`);
     } catch (error) {
-      if (sqlState(error) !== IN_FAILED_TRANSACTION) throw this.#connection.error(error, 'end a delivery part');
-      await this.#control(unit, 'undo a delivery part', `ROLLBACK TO SAVEPOINT ${PART}; RELEASE SAVEPOINT ${PART}`);
+      if (sqlState(error) !== IN_FAILED_TRANSACTION)
+        throw this.#connection.error(error, 'end a delivery part');
+      await this.#control(
+        unit,
+        'undo a delivery part',
+        `ROLLBACK TO SAVEPOINT ${PART}; RELEASE SAVEPOINT ${PART}`,
+      );
       throw new BackendError('end a delivery part', ABORTED, { cause: error });
     }
     return result;
@@ -225,10 +233,12 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
       await writer.settle(changes.settlements, unit.owner);
       if (unit.joined) {
         if (writer.earliest !== undefined)
-          await this.#connection.query('announce schedule change', 'SELECT pg_notify($1, $2)', [
-            this.#notifier.channel,
-            `${this.#notifier.instanceId}:${writer.earliest}`,
-          ], this.#connection.executor(unit.client!));
+          await this.#connection.query(
+            'announce schedule change',
+            'SELECT pg_notify($1, $2)',
+            [this.#notifier.channel, `${this.#notifier.instanceId}:${writer.earliest}`],
+            this.#connection.executor(unit.client!),
+          );
         await this.#control(unit, operation, `RELEASE SAVEPOINT ${JOIN}`);
         unit.ended = true;
         return;
@@ -271,7 +281,11 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     unit.ended = true;
     try {
       if (unit.joined) {
-        await this.#control(unit, 'undo the joined writes', `ROLLBACK TO SAVEPOINT ${JOIN}; RELEASE SAVEPOINT ${JOIN}`);
+        await this.#control(
+          unit,
+          'undo the joined writes',
+          `ROLLBACK TO SAVEPOINT ${JOIN}; RELEASE SAVEPOINT ${JOIN}`,
+        );
       } else if (unit.out) {
         if (unit.begun) await unit.out.rollback();
         else unit.out.release(false);
@@ -284,7 +298,11 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
   async join(handle: unknown): Promise<PostgresUnit> {
     const client = handle as pg.ClientBase | null;
     if (typeof client !== 'object' || client === null || typeof client.query !== 'function')
-      throw new InvalidArgumentError('handle', handle, 'must be a pg client (PoolClient or Client) inside BEGIN');
+      throw new InvalidArgumentError(
+        'handle',
+        handle,
+        'must be a pg client (PoolClient or Client) inside BEGIN',
+      );
     this.#connection.check();
     try {
       await client.query(`SAVEPOINT ${JOIN}`);
@@ -346,7 +364,11 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
   async loadEvents(aggregateId: string, unit?: PostgresUnit): Promise<Event[]> {
     const rows = await this.#read<EventRow>('load events', this.#sql.events.load, [aggregateId], unit);
     return rows.map((row) =>
-      decodeEvent(aggregateId, { sequence: row.sequence, type: row.type, data: row.data, timestamp: row.ts }, this.#where),
+      decodeEvent(
+        aggregateId,
+        { sequence: row.sequence, type: row.type, data: row.data, timestamp: row.ts },
+        this.#where,
+      ),
     );
   }
 
@@ -421,7 +443,15 @@ function guardSql(client: pg.ClientBase, beforeQuery: () => void): pg.ClientBase
   const query = (...args: unknown[]) => {
     const first = args[0] as string | { text?: unknown } | undefined;
     const text = typeof first === 'string' ? first : first?.text;
-    if (typeof text === 'string') refuseTransactionControl(text);
+    try {
+      if (typeof text === 'string') refuseTransactionControl(text);
+    } catch (error) {
+      // Reported the way pg reports a failed query: to the callback, or as a rejected promise.
+      const callback = args.at(-1);
+      if (typeof callback !== 'function') return Promise.reject(error);
+      queueMicrotask(() => (callback as (error: unknown) => void)(error));
+      return undefined;
+    }
     beforeQuery();
     return (client.query as (...a: unknown[]) => unknown)(...args);
   };

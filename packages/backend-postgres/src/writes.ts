@@ -33,6 +33,11 @@ function errorText(text: string): string {
 
 type Put = Extract<Write, { op: 'put' }>;
 
+/** Appends a row to column arrays. */
+function push(columns: unknown[][], row: unknown[]): void {
+  for (const [i, value] of row.entries()) columns[i]!.push(value);
+}
+
 /** The columns of new versions (puts, next occurrences), as the arrays the `put` statements take. */
 class Rows {
   readonly keys: string[] = [];
@@ -90,7 +95,10 @@ export class Writer {
     let rows: Rows | undefined;
     for (const w of writes) {
       if (w.op === 'put' && w.ifVersion === undefined) {
-        if (!rows || rows.keys.includes(w.key)) steps.push((rows = new Rows()));
+        if (!rows || rows.keys.includes(w.key)) {
+          rows = new Rows();
+          steps.push(rows);
+        }
         rows.add(w.key, w.at, w.dueAt ?? w.at, w.message, w.recurrence);
       } else {
         rows = undefined;
@@ -161,7 +169,8 @@ export class Writer {
         w.events.map((e) => timestampParam('event.timestamp', new Date(e.timestamp))),
       ]));
     } catch (error) {
-      if (sqlState(error) === '23505') throw new ConflictError('aggregate', w.aggregateId, undefined, { cause: error });
+      if (sqlState(error) === '23505')
+        throw new ConflictError('aggregate', w.aggregateId, undefined, { cause: error });
       throw this.#connection.error(error, 'append events');
     }
     if (count !== w.events.length) throw new ConflictError('aggregate', w.aggregateId);
@@ -194,7 +203,7 @@ export class Writer {
             errorText(s.dead.error),
             timestampParam('deadAt', s.dead.deadAt),
           ];
-          row.forEach((value, i) => dead[i]!.push(value));
+          push(dead, row);
         }
         if (s.next)
           next.add(key, s.next.at, s.next.dueAt ?? s.next.at, s.schedule.message, s.next.recurrence);
@@ -208,7 +217,7 @@ export class Writer {
           timestampParam('failure.dueAt', f.dueAt),
           f.at ? timestampParam('failure.at', f.at) : null,
         ];
-        row.forEach((value, i) => retried[i]!.push(value));
+        push(retried, row);
         this.#note(f.dueAt.getTime());
       } else {
         released.push(key);
@@ -217,12 +226,14 @@ export class Writer {
     }
     const sql = this.#sql;
     if (dead[0]!.length > 0) await this.#run('keep dead letters', sql.deadLetters.put, dead);
-    if (consumed[0].length > 0) await this.#run('consume schedules', sql.schedules.consume, [...consumed, owner]);
+    if (consumed[0].length > 0)
+      await this.#run('consume schedules', sql.schedules.consume, [...consumed, owner]);
     if (next.keys.length > 0) {
       await this.#run('arm next occurrences', sql.schedules.next, next.params());
       this.#note(next.earliest);
     }
-    if (retried[0]!.length > 0) await this.#run('record failed attempts', sql.schedules.retry, [...retried, owner]);
+    if (retried[0]!.length > 0)
+      await this.#run('record failed attempts', sql.schedules.retry, [...retried, owner]);
     if (released.length > 0) await this.#run('release schedules', sql.schedules.release, [released, owner]);
   }
 }

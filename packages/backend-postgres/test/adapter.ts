@@ -27,12 +27,12 @@ export function schemaFor(namespace: string): string {
  */
 export async function open(
   namespace: string,
-  options: { applicationName?: string; poolSize?: number } = {},
+  options: { applicationName?: string; poolSize?: number; claimTimeoutMs?: number } = {},
 ): Promise<Backend<pg.PoolClient>> {
   try {
     return await createPostgresBackend(
       { connectionString: PG_URL },
-      { schema: schemaFor(namespace), poolSize: 6, connectTimeoutMs: 5_000, ...options },
+      { schema: schemaFor(namespace), poolSize: 6, connectTimeoutMs: 5_000, claimTimeoutMs: 5_000, ...options },
     );
   } catch (error) {
     if ((error as { transient?: boolean }).transient)

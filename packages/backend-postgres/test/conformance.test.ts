@@ -30,6 +30,7 @@ runConformance({
       if (!table) throw new Error('the SQL probe was not set up');
       await (sql as pg.PoolClient).query(`INSERT INTO ${table} (id) VALUES ($1)`, [id]);
     },
+    exec: (sql, text) => (sql as pg.PoolClient).query(text),
     async rows(backend) {
       const result = await backend.store.transact((tx) =>
         (tx.sql as pg.PoolClient).query<{ id: string }>(`SELECT id FROM ${tableOf(backend)}`),
