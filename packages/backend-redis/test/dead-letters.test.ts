@@ -1,33 +1,43 @@
 import { CorruptDataError, type Store } from '@duetime/core';
 import { describe, expect, it } from 'vitest';
-import { message, redisFixture } from './helpers.js';
+import { message, openAdapter, redisFixture } from './helpers.js';
 
 const fx = redisFixture();
 
 /** UTF-8 byte order, the order Redis keeps sorted-set members in. */
 const byBytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
 
-/** Dead-letters `keys` through one delivery (each claimed, consumed and kept as a dead letter). */
+/** Dead-letters `keys` through one unit (each claimed, consumed and kept as a dead letter). */
 async function deadLetter(store: Store<undefined>, keys: string[]): Promise<void> {
   const at = Date.now() - 60_000;
   await store.transact(async (tx) => {
     for (const key of keys) await tx.schedule(key, new Date(at), message(key, { k: key }));
   });
-  const delivery = await store.driver.deliver(new Date(), keys.length);
-  expect(delivery.claimed).toHaveLength(keys.length);
-  for (const schedule of delivery.claimed)
-    await delivery.deadLetter(schedule, {
-      attempts: 3,
-      error: `Error: ${schedule.key} ✗`,
-      deadAt: new Date(),
-    });
-  expect(await delivery.commit()).toEqual(new Map());
+  const adapter = await openAdapter(fx, prefixOf.get(store)!);
+  const unit = await adapter.begin({ now: new Date(), limit: keys.length });
+  expect(unit.claimed).toHaveLength(keys.length);
+  const settlements = unit.claimed!.map((schedule) => ({
+    schedule,
+    outcome: 'consume' as const,
+    dead: { attempts: 3, error: `Error: ${schedule.key} ✗`, deadAt: new Date() },
+    writes: [],
+  }));
+  expect(await adapter.commit(unit, { writes: [], settlements })).toEqual(new Map());
+}
+
+const prefixOf = new WeakMap<Store<undefined>, string>();
+
+/** A backend's store on a new prefix. */
+async function openStore(): Promise<{ store: Store<undefined>; prefix: string }> {
+  const prefix = fx.prefix();
+  const { store } = await fx.open(prefix);
+  prefixOf.set(store, prefix);
+  return { store, prefix };
 }
 
 describe('dead letters', () => {
   it('live in the dead-letter hash and its key index, consumed with their schedule in one commit', async () => {
-    const prefix = fx.prefix();
-    const { store } = await fx.open(prefix);
+    const { store, prefix } = await openStore();
     const k = fx.keys(prefix);
     await deadLetter(store, ['d/1']);
     const { version } = (await store.loadDeadLetter('d/1'))!;
@@ -50,8 +60,7 @@ describe('dead letters', () => {
   });
 
   it('list in key byte order under a literal prefix, page by page, whatever the metacharacters', async () => {
-    const prefix = fx.prefix();
-    const { store } = await fx.open(prefix);
+    const { store, prefix } = await openStore();
     const keys = ['a/[x]', 'a/%', 'a/_', 'a/*', 'a/b', 'a/ä', 'a/🙂', 'a/\u{e000}', 'ab', 'a', 'b/1', 'a/\\'];
     await deadLetter(store, keys);
     const all = (await store.pageDeadLetters({ limit: 100 })).items.map((d) => d.key);
@@ -76,18 +85,19 @@ describe('dead letters', () => {
   });
 
   it('refuse a dead letter of a newer form, and name a field or index entry that is not one', async () => {
-    const prefix = fx.prefix();
-    const { store } = await fx.open(prefix);
+    const { store, prefix } = await openStore();
     const k = fx.keys(prefix);
     await deadLetter(store, ['fine']);
     const fine = JSON.parse((await fx.admin.hget(k.dead, 'fine'))!) as Record<string, unknown>;
     await fx.admin.hset(k.dead, 'newer', JSON.stringify({ ...fine, v: 2 }));
+    await fx.admin.zadd(k.deadIndex, 0, 'newer', 0, 'junk');
     await expect(store.loadDeadLetter('newer')).rejects.toThrow(/newer version/);
     await expect(store.loadDeadLetter('newer')).rejects.toBeInstanceOf(CorruptDataError);
     await fx.admin.hset(k.dead, 'junk', '{not json');
     await expect(store.loadDeadLetter('junk')).rejects.toThrow(
       /field "junk" does not hold a duetime dead letter/,
     );
+    await fx.admin.zrem(k.deadIndex, 'newer', 'junk');
     await fx.admin.zadd(k.deadIndex, 0, 'orphan');
     await expect(store.pageDeadLetters()).rejects.toThrow(/"orphan"/);
     await fx.admin.set(k.deadIndex, 'not a zset');

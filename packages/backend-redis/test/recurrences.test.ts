@@ -1,8 +1,14 @@
-import { CorruptDataError, intervalFrom, recurring, type StoredRecurrence } from '@duetime/core';
+import {
+  CorruptDataError,
+  intervalFrom,
+  recurring,
+  type Settlement,
+  type StoredRecurrence,
+} from '@duetime/core';
 import { describe, expect, it } from 'vitest';
 import { encodeCommit } from '../src/commit.js';
 import { ScriptRunner } from '../src/scripts.js';
-import { message, redisFixture } from './helpers.js';
+import { message, openAdapter, redisFixture } from './helpers.js';
 
 const HOUR = 3_600_000;
 const fx = redisFixture();
@@ -38,10 +44,16 @@ describe('recurring schedules', () => {
     expect((await store.listSchedules())[0]?.recurrence).toEqual(stored);
     expect((await store.pageSchedules({ prefix: 'r/' })).items[0]?.recurrence).toEqual(stored);
     const later = new Date(start + 1);
-    expect((await store.driver.dueSchedules(later, 10))[0]?.recurrence).toEqual(stored);
-    const delivery = await store.driver.deliver(later, 10);
-    expect(delivery.claimed[0]?.recurrence).toEqual(stored);
-    await delivery.rollback();
+    const adapter = await openAdapter(fx, prefix);
+    expect((await adapter.listSchedules({ order: 'due', through: later, limit: 10 }))[0]?.recurrence).toEqual(
+      stored,
+    );
+    expect(await adapter.listSchedules({ order: 'key', recurring: false, limit: 10 })).toEqual([]);
+    const heads = await adapter.listSchedules({ order: 'at', recurring: true, select: 'heads', limit: 10 });
+    expect(heads).toEqual([{ key: 'r/1', at: loaded.at, dueAt: loaded.dueAt, version: loaded.version, attempts: 0 }]);
+    const unit = await adapter.begin({ now: later, limit: 10 });
+    expect(unit.claimed?.[0]?.recurrence).toEqual(stored);
+    await adapter.rollback(unit);
     // A one-shot schedule written over it has none: the value is the plain form again.
     await store.transact((tx) => tx.schedule('r/1', new Date(start), message('r')));
     expect((await store.loadSchedule('r/1'))?.recurrence).toBeUndefined();
@@ -59,23 +71,36 @@ describe('recurring schedules', () => {
       await tx.schedule('arm/late', recurrence, message('c'));
     });
     const now = new Date(start + 1);
-    const delivery = await store.driver.deliver(now, 10);
-    const byKey = new Map(delivery.claimed.map((s) => [s.key, s]));
-    const next = { ...byKey.get('arm/me')!.recurrence!, count: 1 };
-    await delivery.rearm(byKey.get('arm/me')!, new Date(start + HOUR), next);
-    // The processor of arm/not wrote its key again: that schedule wins over the rearm.
-    delivery.savepoint('arm/not');
-    await delivery.putSchedule('arm/not', new Date(start + 5 * HOUR), message('b', { replaced: true }));
-    await delivery.releaseSavepoint();
-    await delivery.rearm(byKey.get('arm/not')!, new Date(start + HOUR), next);
-    // arm/late failed on a later occurrence than its `at` (its catch-up moved on): `at` follows.
-    await delivery.restore(byKey.get('arm/late')!, {
-      attempts: 1,
-      dueAt: new Date(start + 3 * HOUR),
-      error: 'Error: late – 😀',
-      at: new Date(start + 2 * HOUR),
-    });
-    expect(await delivery.commit()).toEqual(new Map());
+    const adapter = await openAdapter(fx, prefix);
+    const unit = await adapter.begin({ now, limit: 10 });
+    const byKey = new Map(unit.claimed!.map((s) => [s.key, s]));
+    const next = { ...(byKey.get('arm/me')!.recurrence as StoredRecurrence), count: 1 };
+    const rearm = { at: new Date(start + HOUR), recurrence: next };
+    const settlements: Settlement[] = [
+      { schedule: byKey.get('arm/me')!, outcome: 'consume', next: rearm, writes: [] },
+      // The processor of arm/not wrote its key again: that schedule wins over the rearm.
+      {
+        schedule: byKey.get('arm/not')!,
+        outcome: 'consume',
+        next: rearm,
+        writes: [
+          { op: 'put', key: 'arm/not', at: new Date(start + 5 * HOUR), message: message('b', { replaced: true }) },
+        ],
+      },
+      // arm/late failed on a later occurrence than its `at` (its catch-up moved on): `at` follows.
+      {
+        schedule: byKey.get('arm/late')!,
+        outcome: 'retry',
+        failure: {
+          attempts: 1,
+          dueAt: new Date(start + 3 * HOUR),
+          error: 'Error: late – 😀',
+          at: new Date(start + 2 * HOUR),
+        },
+        writes: [],
+      },
+    ];
+    expect(await adapter.commit(unit, { writes: [], settlements })).toEqual(new Map());
 
     const me = (await store.loadSchedule('arm/me'))!;
     expect(me).toMatchObject({ recurrence: next, attempts: 0, message: message('a') });
@@ -99,11 +124,19 @@ describe('recurring schedules', () => {
       (await store.pageSchedules({ through: new Date(start + 2 * HOUR) })).items.map((s) => s.key),
     ).toEqual(['arm/me', 'arm/late']);
     // A second failure replaces the error, keeping the recurrence and `at`.
-    const again = await store.driver.deliver(new Date(start + 3 * HOUR), 10);
-    const claimed = again.claimed.find((s) => s.key === 'arm/late')!;
-    await again.restore(claimed, { attempts: 2, dueAt: new Date(start + 4 * HOUR), error: 'x' });
-    for (const s of again.claimed) if (s !== claimed) await again.restore(s);
-    expect(await again.commit()).toEqual(new Map());
+    const again = await adapter.begin({ now: new Date(start + 3 * HOUR), limit: 10 });
+    const retried = again.claimed!.map(
+      (schedule): Settlement =>
+        schedule.key === 'arm/late'
+          ? {
+              schedule,
+              outcome: 'retry',
+              failure: { attempts: 2, dueAt: new Date(start + 4 * HOUR), error: 'x' },
+              writes: [],
+            }
+          : { schedule, outcome: 'release', writes: [] },
+    );
+    expect(await adapter.commit(again, { writes: [], settlements: retried })).toEqual(new Map());
     expect(await store.loadSchedule('arm/late')).toMatchObject({
       attempts: 2,
       lastError: 'x',
@@ -137,11 +170,12 @@ describe('recurring schedules', () => {
 
     // The commit script keeps fields it does not know (and replaces the error) when it records a failure.
     const runner = new ScriptRunner(fx.admin);
-    const { keys, args } = encodeCommit({ keys: k, markerTtl: 60_000, senderId: 'test' }, 'fail-newer', {
-      groups: [[{ op: 'fail', key: 'newer', version: 8, attempts: 1, dueAt: new Date(5000), error: 'é' }]],
-      token: '',
-      release: [],
-    });
+    const { keys, args } = encodeCommit(
+      { keys: k, markerTtl: 60_000, senderId: 'test' },
+      'fail-newer',
+      { token: '', claimed: [] },
+      () => [['fail', 'newer', 8, 1, 5000, '', 'é']],
+    );
     await fx.admin.hset(k.schedules, 'newer', `8 1000 1000 0 x3 abc e3 old ${m}`);
     expect(await runner.run('commit', keys, args)).toEqual(['ok']);
     expect(await fx.admin.hget(k.schedules, 'newer')).toBe(`8 1000 5000 1 x3 abc e2 é ${m}`);
