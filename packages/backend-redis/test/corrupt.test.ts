@@ -1,9 +1,10 @@
-import { CorruptDataError } from '@duetime/core';
+import { aggregate, CorruptDataError } from '@duetime/core';
 import { describe, expect, it } from 'vitest';
-import { message, redisFixture } from './helpers.js';
+import { message, openAdapter, redisFixture } from './helpers.js';
 
 const fx = redisFixture();
 const HOUR = 3_600_000;
+const counter = aggregate({ type: 'counter', initial: 0, apply: { counted: (n: number) => n + 1 } });
 
 describe('keys of the wrong type under the prefix', () => {
   it('names the schedules key when it holds a string, and never overwrites it', async () => {
@@ -23,8 +24,9 @@ describe('keys of the wrong type under the prefix', () => {
     await expectCorrupt(store.loadSchedule('a'));
     await expectCorrupt(store.transact((tx) => tx.schedule('a', new Date(Date.now() + HOUR), message('a'))));
     await expectCorrupt(store.listSchedules());
-    await expectCorrupt(store.driver.dueSchedules(new Date(), 10));
-    await expectCorrupt(store.driver.deliver(new Date(), 10));
+    const adapter = await openAdapter(fx, prefix);
+    await expectCorrupt(store.nextDueAt());
+    await expectCorrupt(adapter.begin({ now: new Date(), limit: 10 }));
     expect(await fx.admin.get(k.schedules)).toBe('not a hash');
     expect(await fx.admin.exists(k.version, k.due, k.at, k.index)).toBe(0);
   });
@@ -57,7 +59,7 @@ describe('keys of the wrong type under the prefix', () => {
     const backend = await fx.open(prefix);
     const k = fx.keys(prefix);
     await fx.admin.hset(k.due, 'x', '1');
-    await expect(backend.store.driver.nextDueAt()).rejects.toThrow(k.due);
+    await expect(backend.store.nextDueAt()).rejects.toThrow(k.due);
     await expect(
       backend.store.transact((tx) => tx.schedule('a', new Date(), message('a'))),
     ).rejects.toBeInstanceOf(CorruptDataError);
@@ -66,10 +68,11 @@ describe('keys of the wrong type under the prefix', () => {
 
     await fx.admin.set(k.events('agg'), 'oops');
     await expect(backend.store.loadEvents('agg')).rejects.toThrow(k.events('agg'));
-    const tx = await backend.store.driver.begin();
-    await tx.putSchedule('c', new Date(), message('c'));
-    await tx.appendEvents('agg', 0, [{ ...message('agg'), sequence: 1, timestamp: 1 }]);
-    await expect(tx.commit()).rejects.toThrow(k.events('agg'));
+    const commit = backend.store.transact(async (tx) => {
+      await tx.schedule('c', new Date(), message('c'));
+      await tx.exec(counter, 'agg', (_s, ag) => ag.raise('counted'));
+    });
+    await expect(commit).rejects.toThrow(k.events('agg'));
     expect(await backend.store.loadSchedule('c')).toBeUndefined();
     expect(await fx.admin.get(k.events('agg'))).toBe('oops');
 
@@ -97,7 +100,8 @@ describe('keys of the wrong type under the prefix', () => {
     await fx.admin.hset(k.schedules, 'weird', 'hello');
     await expect(store.loadSchedule('weird')).rejects.toThrow(/field "weird"/);
     await fx.admin.zadd(k.due, Date.now() - 1000, 'weird');
-    await expect(store.driver.deliver(new Date(), 10)).rejects.toThrow('weird');
+    const adapter = await openAdapter(fx, prefix);
+    await expect(adapter.begin({ now: new Date(), limit: 10 })).rejects.toThrow('weird');
     // Nothing was claimed: the entry is due as it was.
     expect(Number(await fx.admin.zscore(k.due, 'weird'))).toBeLessThan(Date.now());
     expect(await fx.admin.exists(k.claims)).toBe(0);
@@ -112,7 +116,8 @@ describe('keys of the wrong type under the prefix', () => {
     await store.transact((tx) => tx.schedule('fine', new Date(due - 1), message('f')));
     await fx.admin.hset(k.schedules, 'bad-json', `99 ${due} ${due} 0 {not json`);
     await fx.admin.zadd(k.due, due, 'bad-json');
-    await expect(store.driver.deliver(new Date(), 10)).rejects.toThrow(/field "bad-json"/);
+    const adapter = await openAdapter(fx, prefix);
+    await expect(adapter.begin({ now: new Date(), limit: 10 })).rejects.toThrow(/field "bad-json"/);
     expect(await fx.admin.exists(k.claims)).toBe(0);
     expect(Number(await fx.admin.zscore(k.due, 'bad-json'))).toBe(due);
     expect(Number(await fx.admin.zscore(k.due, 'fine'))).toBe(due - 1);

@@ -1,6 +1,6 @@
 import { InvalidArgumentError, type Logger } from '@duetime/core';
 import { describe, expect, it } from 'vitest';
-import { encodeCommit } from '../src/commit.js';
+import { encodeCommit, encodeWrites } from '../src/commit.js';
 import { createRedisBackend } from '../src/index.js';
 import { ScriptRunner } from '../src/scripts.js';
 import { message, redisFixture, redisUrl } from './helpers.js';
@@ -60,7 +60,7 @@ describe('waitForReplicas', () => {
     });
     // Reads and the scripts that only steer deliveries do not wait.
     expect(await backend.leases.holder('lease')).toMatchObject({ owner: 'me' });
-    expect(await backend.store.driver.nextDueAt()).toBeInstanceOf(Date);
+    expect(await backend.store.nextDueAt()).toBeInstanceOf(Date);
   });
 
   it('keeps a resent commit writing (the marker’s expiry), so a WAIT after it covers the first run', async () => {
@@ -70,11 +70,9 @@ describe('waitForReplicas', () => {
     const runner = new ScriptRunner(fx.admin);
     // The script call a commit sends, with the marker's time to live it is sent with.
     const call = (markerTtl: number) =>
-      encodeCommit({ keys: k, markerTtl, senderId: 'test' }, 'resent', {
-        groups: [[{ op: 'put', key: 'resent/1', at: new Date(), message: message('r') }]],
-        token: '',
-        release: [],
-      });
+      encodeCommit({ keys: k, markerTtl, senderId: 'test' }, 'resent', { token: '', claimed: [] }, (list) => [
+        encodeWrites([{ op: 'put', key: 'resent/1', at: new Date(), message: message('r') }], list),
+      ]);
     const send = (markerTtl: number) => {
       const { keys, args } = call(markerTtl);
       return runner.run('commit', keys, args);
