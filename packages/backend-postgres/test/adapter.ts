@@ -32,7 +32,13 @@ export async function open(
   try {
     return await createPostgresBackend(
       { connectionString: PG_URL },
-      { schema: schemaFor(namespace), poolSize: 6, connectTimeoutMs: 5_000, claimTimeoutMs: 5_000, ...options },
+      {
+        schema: schemaFor(namespace),
+        poolSize: 6,
+        connectTimeoutMs: 5_000,
+        claimTimeoutMs: 5_000,
+        ...options,
+      },
     );
   } catch (error) {
     if ((error as { transient?: boolean }).transient)

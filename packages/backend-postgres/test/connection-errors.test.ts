@@ -104,7 +104,7 @@ describe('connection failures name what was tried and never hang', () => {
       createPostgresBackend({ connectionString: variant({ port: silentPort }) }, { connectTimeoutMs: 300 }),
     );
     expect(error.transient).toBe(true);
-    expect(error.message).toMatch(/connection timeout|no answer within/);
+    expect(error.message).toMatch(/connection timeout|answer within/);
     expect(error.message).toContain(`:${silentPort}`);
   });
 
@@ -113,7 +113,7 @@ describe('connection failures name what was tried and never hang', () => {
     pool.on('error', () => {});
     try {
       const error = await failure(createPostgresBackend({ pool }, { connectTimeoutMs: 300 }));
-      expect(error.message).toContain('no answer within 300 ms');
+      expect(error.message).toMatch(/answer within 300 ms/);
       expect(pool.ended).toBe(false);
     } finally {
       void pool.end().catch(() => {});

@@ -64,11 +64,10 @@ describe('the due index', () => {
     const prefix = await plan(`DELETE FROM ${s} WHERE starts_with(key, 'idx/19')`);
     expect(prefix).toContain('schedules_pkey');
 
-    const driver = backend.store.driver;
-    expect((await driver.nextDueAt())?.getTime()).toBe(base);
-    const page = await driver.dueSchedules(new Date(base + 10_500), 100);
+    expect((await backend.store.nextDueAt())?.getTime()).toBe(base);
+    const page = await backend.store.listSchedules(new Date(base + 10_500));
     expect(page.map((p) => p.key)).toEqual(Array.from({ length: 11 }, (_, i) => `idx/${i}`));
-    expect(await driver.dueSchedules(new Date(base - 1), 100)).toEqual([]);
+    expect(await backend.store.listSchedules(new Date(base - 1))).toEqual([]);
   });
 });
 

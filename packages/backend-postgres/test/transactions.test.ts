@@ -200,8 +200,8 @@ describe('sharing one application pool', () => {
         // The same statements, on the same two connections, against different schemas.
         expect((await a.store.loadSchedule(`k/${i}`))?.message.aggregateId).toBe('a');
         expect((await b.store.loadSchedule(`k/${i}`))?.message.aggregateId).toBe('b');
-        expect((await a.store.driver.dueSchedules(new Date(), 100)).length).toBe(i + 1);
-        expect((await b.store.driver.dueSchedules(new Date(), 100)).length).toBe(i + 1);
+        expect((await a.store.listSchedules(new Date())).length).toBe(i + 1);
+        expect((await b.store.listSchedules(new Date())).length).toBe(i + 1);
         expect((await a.leases.acquire(`l/${i}`, 'a', 10_000))?.token).toBe(1);
         expect((await b.leases.acquire(`l/${i}`, 'b', 10_000))?.token).toBe(1);
       }
