@@ -1,11 +1,12 @@
 import { open, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { DeadLetterRecord, Event, Schedule } from '@duetime/core';
+import type { DeadLetterRecord, Event, Schedule, StoredState } from '@duetime/core';
 import { BackendError, CorruptDataError, DuetimeError, decodeJson } from '@duetime/core';
 import { HOLDER, withLock } from './lock.js';
 
-/** A schedule as kept in the file: instants as epoch ms. */
-export type StoredSchedule = Omit<Schedule, 'key' | 'at' | 'dueAt'> & { at: number; dueAt: number };
+/** A schedule as kept in the file: instants as epoch ms, its stored state (`recurrence`) as given. */
+type Kept = Pick<Schedule, 'message' | 'version' | 'attempts' | 'lastError'>;
+export type StoredSchedule = Kept & { at: number; dueAt: number; recurrence?: StoredState };
 
 /** Everything one store holds. Tables are maps by key (in the file: lists of entries). */
 export interface State {

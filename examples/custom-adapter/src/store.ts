@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { watch } from 'node:fs';
 import type { Claimed, ClaimRequest, Clock, Settlement, StoreAdapter, Unit, Write } from '@duetime/core';
-import { ConflictError, decodeDeadLetter, decodeEvent, decodeSchedule } from '@duetime/core';
+import { ConflictError, decodeDeadLetter, decodeEvent, decodeSchedule, isOneShot } from '@duetime/core';
 import type { DataFile, State, StoredSchedule } from './data.js';
 import { isAlive } from './lock.js';
 
@@ -89,7 +89,7 @@ export function fileStore(file: DataFile, clock: Clock, lapseMs: number): StoreA
     if (s.dead) state.dead.set(key, { ...s.dead, key, version, message, at: +at, deadAt: +s.dead.deadAt });
     const scheduled = apply(state, s.writes);
     if (!s.next || state.schedules.has(key)) return scheduled;
-    return put(state, { key, at: s.next.at, message, recurrence: s.next.recurrence });
+    return put(state, { key, message, ...s.next });
   };
 
   return {
@@ -169,7 +169,7 @@ export function fileStore(file: DataFile, clock: Clock, lapseMs: number): StoreA
           ([key, s]) =>
             (q.through === undefined || bound(s) <= +q.through) &&
             (q.prefix === undefined || key.startsWith(q.prefix)) &&
-            (q.recurring === undefined || (s.recurrence !== undefined) === q.recurring) &&
+            (q.recurring === undefined || (!!s.recurrence && !isOneShot(s.recurrence)) === q.recurring) &&
             (after === undefined || compare([key, position(s)], after) > 0),
         )
         .sort(([a, x], [b, y]) => compare([a, position(x)], [b, position(y)]))
