@@ -46,7 +46,8 @@ export function decodeStored(key: string, value: unknown, where: string, heads =
   if (!header) throw bad();
   const [, version, at, dueAt, attempts] = header;
   let rest = value.slice(header[0].length);
-  if (heads && rest === '') return { key, at: new Date(+at!), dueAt: new Date(+dueAt!), version: +version!, attempts: +attempts! };
+  if (heads && rest === '')
+    return { key, at: new Date(+at!), dueAt: new Date(+dueAt!), version: +version!, attempts: +attempts! };
   let recurrence: string | undefined;
   let lastError: string | undefined;
   if (rest.length > 0 && rest.charCodeAt(0) !== BRACE) {
@@ -82,7 +83,16 @@ export function decodeStored(key: string, value: unknown, where: string, heads =
   }
   if (parseJson(rest) === undefined) throw bad();
   return decodeSchedule(
-    { key, at: +at!, dueAt: +dueAt!, version: +version!, attempts: +attempts!, message: rest, lastError, recurrence },
+    {
+      key,
+      at: +at!,
+      dueAt: +dueAt!,
+      version: +version!,
+      attempts: +attempts!,
+      message: rest,
+      lastError,
+      recurrence,
+    },
     `key ${where}`,
   );
 }
@@ -134,7 +144,9 @@ export function encodeDeadLetter(record: Omit<DeadLetterRecord, 'key'>): string 
 export function decodeStoredDeadLetter(key: string, value: unknown, where: string): DeadLetterRecord {
   const field = `key ${where} field ${JSON.stringify(key)}`;
   if (typeof value !== 'string')
-    throw new CorruptDataError(`key ${where} has an index entry for ${JSON.stringify(key)} but no dead letter`);
+    throw new CorruptDataError(
+      `key ${where} has an index entry for ${JSON.stringify(key)} but no dead letter`,
+    );
   const d = parseJson(value) as Record<string, unknown> | undefined;
   if (typeof d !== 'object' || d === null || typeof d.v !== 'number')
     throw new CorruptDataError(`${field} does not hold a duetime dead letter`);

@@ -137,7 +137,9 @@ export async function checkServer(
       timeoutMs,
       check(),
       () =>
-        new BackendError('connect', `redis ${target} did not answer within ${timeoutMs} ms`, { transient: true }),
+        new BackendError('connect', `redis ${target} did not answer within ${timeoutMs} ms`, {
+          transient: true,
+        }),
     );
   } catch (error) {
     throw mapRedisError(error, 'connect', target);

@@ -12,6 +12,7 @@ import {
   positiveInteger,
 } from '@duetime/core';
 import type { Redis, RedisOptions } from 'ioredis';
+import { Committer } from './commit.js';
 import {
   adviseOnConfig,
   adviseOnReplicas,
@@ -21,7 +22,6 @@ import {
   isRedisClient,
   parseRedisUrl,
 } from './connection.js';
-import { Committer } from './commit.js';
 import { mapRedisError } from './errors.js';
 import { KeySpace, storePrefix } from './keys.js';
 import { RedisCursors, RedisLeases } from './leases.js';
@@ -105,7 +105,10 @@ function readOptions(read: OptionReader) {
   return {
     prefix,
     startupTimeoutMs: read.duration('startupTimeoutMs', 10_000),
-    commitTimeoutMs: read.duration('commitTimeoutMs', 15_000, { allowZero: true, max: Number.POSITIVE_INFINITY }),
+    commitTimeoutMs: read.duration('commitTimeoutMs', 15_000, {
+      allowZero: true,
+      max: Number.POSITIVE_INFINITY,
+    }),
     requestTimeoutMs: read.duration('requestTimeoutMs', 30_000),
     migrate: read.boolean('migrate', true),
     redisOptions,
@@ -137,9 +140,17 @@ const factory = defineBackend<RedisConnection, RedisBackendOptions, Resolved, un
     let target: string;
     if (connection.client !== undefined) {
       if (!isRedisClient(connection.client))
-        throw new InvalidArgumentError('connection.client', connection.client, 'must be an ioredis Redis or Cluster');
+        throw new InvalidArgumentError(
+          'connection.client',
+          connection.client,
+          'must be an ioredis Redis or Cluster',
+        );
       if (connection.url !== undefined)
-        throw new InvalidArgumentError('connection', '{ url, client }', 'give either url or client, not both');
+        throw new InvalidArgumentError(
+          'connection',
+          '{ url, client }',
+          'give either url or client, not both',
+        );
       const { keyPrefix } = connection.client.options;
       if (keyPrefix)
         throw new InvalidArgumentError(
@@ -199,7 +210,16 @@ const factory = defineBackend<RedisConnection, RedisBackendOptions, Resolved, un
       commitTimeoutMs: options.commitTimeoutMs,
       markerTtl: Math.max(60_000, 4 * Math.min(options.commitTimeoutMs, MAX_TIMER_MS)),
     });
-    const store = new RedisStore({ runner, keys, target, logger, senderId, claimTtl: options.claimTtl, committer, watcher });
+    const store = new RedisStore({
+      runner,
+      keys,
+      target,
+      logger,
+      senderId,
+      claimTtl: options.claimTtl,
+      committer,
+      watcher,
+    });
     const context = { keys, runner, target };
     return {
       store,
@@ -257,7 +277,11 @@ function claimSetting(claims: unknown): { claimTtl: number | undefined; claimsTt
     throw new InvalidArgumentError('options.claims', claims, 'must be a boolean or { ttlMs }');
   const { ttlMs, ttl } = claims as { ttlMs?: unknown; ttl?: unknown };
   if (ttl !== undefined && ttlMs !== undefined)
-    throw new InvalidArgumentError('options.claims.ttl', ttl, 'is the old name of options.claims.ttlMs; give only ttlMs');
+    throw new InvalidArgumentError(
+      'options.claims.ttl',
+      ttl,
+      'is the old name of options.claims.ttlMs; give only ttlMs',
+    );
   const [field, value] = ttl !== undefined ? ['options.claims.ttl', ttl] : ['options.claims.ttlMs', ttlMs];
   return {
     claimTtl: value === undefined ? 5000 : duration(field, value, { max: MAX_TIMER_MS }),
@@ -267,14 +291,21 @@ function claimSetting(claims: unknown): { claimTtl: number | undefined; claimsTt
 
 function replicaWaitSetting(setting: unknown): ReplicaWait | undefined {
   if (setting === undefined) return undefined;
-  if (typeof setting === 'number') return { replicas: positiveInteger('options.waitForReplicas', setting), timeoutMs: 1000 };
+  if (typeof setting === 'number')
+    return { replicas: positiveInteger('options.waitForReplicas', setting), timeoutMs: 1000 };
   if (typeof setting !== 'object' || setting === null)
-    throw new InvalidArgumentError('options.waitForReplicas', setting, 'must be a replica count or { replicas, timeoutMs }');
+    throw new InvalidArgumentError(
+      'options.waitForReplicas',
+      setting,
+      'must be a replica count or { replicas, timeoutMs }',
+    );
   const { replicas, timeoutMs } = setting as { replicas?: unknown; timeoutMs?: unknown };
   return {
     replicas: positiveInteger('options.waitForReplicas.replicas', replicas),
     timeoutMs: Math.ceil(
-      timeoutMs === undefined ? 1000 : duration('options.waitForReplicas.timeoutMs', timeoutMs, { max: MAX_TIMER_MS }),
+      timeoutMs === undefined
+        ? 1000
+        : duration('options.waitForReplicas.timeoutMs', timeoutMs, { max: MAX_TIMER_MS }),
     ),
   };
 }

@@ -91,7 +91,8 @@ export class RedisStore implements StoreAdapter<undefined, RedisUnit> {
     } catch (error) {
       // A message that is not duetime's: put the page back (its claims would only lapse) and say so.
       const page = reply.filter((_, i) => i % 3 === 0).map(String);
-      if (token !== '') await this.#claims('release claims', 'claim-release', [token, ...page]).catch(() => {});
+      if (token !== '')
+        await this.#claims('release claims', 'claim-release', [token, ...page]).catch(() => {});
       throw error;
     }
     return { token, claimed };

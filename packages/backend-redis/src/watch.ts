@@ -50,7 +50,11 @@ export class ChangeWatcher {
     const subscriber =
       client instanceof Cluster
         ? client.duplicate(undefined, { redisOptions: { ...client.options.redisOptions, ...settings } })
-        : client.duplicate({ ...settings, lazyConnect: false, ...(connectionName ? { connectionName } : {}) });
+        : client.duplicate({
+            ...settings,
+            lazyConnect: false,
+            ...(connectionName ? { connectionName } : {}),
+          });
     this.#subscriber = subscriber;
     let live = false;
     const emit = (event: WatchEvent) => {

@@ -60,7 +60,7 @@ describe('dead letters', () => {
   });
 
   it('list in key byte order under a literal prefix, page by page, whatever the metacharacters', async () => {
-    const { store, prefix } = await openStore();
+    const { store } = await openStore();
     const keys = ['a/[x]', 'a/%', 'a/_', 'a/*', 'a/b', 'a/ä', 'a/🙂', 'a/\u{e000}', 'ab', 'a', 'b/1', 'a/\\'];
     await deadLetter(store, keys);
     const all = (await store.pageDeadLetters({ limit: 100 })).items.map((d) => d.key);

@@ -118,7 +118,9 @@ describe('a delivery batch', () => {
       settlements: [
         consume(replaced!, [append('agg/replaced', 0)]),
         consume(moved!, [append('agg/moved', 0)]),
-        consume(fine!, [{ op: 'put', key: 'r/side', at: new Date(Date.now() + HOUR), message: message('side') }]),
+        consume(fine!, [
+          { op: 'put', key: 'r/side', at: new Date(Date.now() + HOUR), message: message('side') },
+        ]),
       ],
     });
     expect([...rejected!.keys()].sort()).toEqual(['r/moved', 'r/replaced']);
@@ -412,7 +414,12 @@ function consume(schedule: Schedule, writes: Write[] = []): Settlement {
 
 /** Appends one event to `aggregateId`, expecting the stream at `expected`. */
 function append(aggregateId: string, expected: number): Write {
-  return { op: 'append', aggregateId, expectedSequence: expected, events: [event(aggregateId, expected + 1)] };
+  return {
+    op: 'append',
+    aggregateId,
+    expectedSequence: expected,
+    events: [event(aggregateId, expected + 1)],
+  };
 }
 
 /** What is due now, in claim order (read without claiming). */

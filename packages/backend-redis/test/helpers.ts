@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { type Backend, type Message, systemClock } from '@duetime/core';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach } from 'vitest';
-import { createRedisBackend, KeySpace, type RedisBackendOptions } from '../src/index.js';
 import { Committer } from '../src/commit.js';
+import { createRedisBackend, KeySpace, type RedisBackendOptions } from '../src/index.js';
 import { ScriptRunner } from '../src/scripts.js';
 import { RedisStore } from '../src/store.js';
 import { ChangeWatcher } from '../src/watch.js';
@@ -96,7 +96,12 @@ export async function waitFor<T>(
 export async function openAdapter(
   fx: ReturnType<typeof redisFixture>,
   prefix: string,
-  options: { claimTtl?: number | undefined; commitTimeoutMs?: number; senderId?: string; client?: Redis } = {},
+  options: {
+    claimTtl?: number | undefined;
+    commitTimeoutMs?: number;
+    senderId?: string;
+    client?: Redis;
+  } = {},
 ) {
   await assertRedisReachable();
   const client = options.client ?? fx.closeLater(disconnecting(new Redis(redisUrl)));

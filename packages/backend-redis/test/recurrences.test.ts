@@ -50,7 +50,9 @@ describe('recurring schedules', () => {
     );
     expect(await adapter.listSchedules({ order: 'key', recurring: false, limit: 10 })).toEqual([]);
     const heads = await adapter.listSchedules({ order: 'at', recurring: true, select: 'heads', limit: 10 });
-    expect(heads).toEqual([{ key: 'r/1', at: loaded.at, dueAt: loaded.dueAt, version: loaded.version, attempts: 0 }]);
+    expect(heads).toEqual([
+      { key: 'r/1', at: loaded.at, dueAt: loaded.dueAt, version: loaded.version, attempts: 0 },
+    ]);
     const unit = await adapter.begin({ now: later, limit: 10 });
     expect(unit.claimed?.[0]?.recurrence).toEqual(stored);
     await adapter.rollback(unit);
@@ -84,7 +86,12 @@ describe('recurring schedules', () => {
         outcome: 'consume',
         next: rearm,
         writes: [
-          { op: 'put', key: 'arm/not', at: new Date(start + 5 * HOUR), message: message('b', { replaced: true }) },
+          {
+            op: 'put',
+            key: 'arm/not',
+            at: new Date(start + 5 * HOUR),
+            message: message('b', { replaced: true }),
+          },
         ],
       },
       // arm/late failed on a later occurrence than its `at` (its catch-up moved on): `at` follows.

@@ -56,7 +56,9 @@ describe('due index', () => {
     const [claimed] = unit.claimed!;
     expect(claimed).toMatchObject({ key: 'retry/me', version });
     const failure = { attempts: 3, dueAt: new Date(later), error: 'Error: x' };
-    expect(await adapter.commit(unit, { writes: [], settlements: [retry(claimed!, failure)] })).toEqual(new Map());
+    expect(await adapter.commit(unit, { writes: [], settlements: [retry(claimed!, failure)] })).toEqual(
+      new Map(),
+    );
     expect(await store.loadSchedule('retry/me')).toMatchObject({
       attempts: 3,
       version,
@@ -77,7 +79,11 @@ describe('due index', () => {
     expect(Number(await fx.admin.zscore(k.due, 'retry/me'))).toBe(again);
     expect((await due(adapter)).map((s) => s.key)).toEqual(['retry/me']);
     const next = await adapter.begin({ now: new Date(), limit: 10 });
-    const settlements = next.claimed!.map((schedule) => ({ schedule, outcome: 'consume' as const, writes: [] }));
+    const settlements = next.claimed!.map((schedule) => ({
+      schedule,
+      outcome: 'consume' as const,
+      writes: [],
+    }));
     expect(await adapter.commit(next, { writes: [], settlements })).toEqual(new Map());
     expect(await fx.admin.hexists(k.schedules, 'retry/me')).toBe(0);
   });
@@ -91,7 +97,9 @@ describe('due index', () => {
     const [claimed] = unit.claimed!;
     await store.transact((tx) => tx.schedule('stale/me', new Date(Date.now() - 1), message('s', { n: 2 })));
     const failure = { attempts: 1, dueAt: new Date(Date.now() + HOUR), error: 'late' };
-    expect(await adapter.commit(unit, { writes: [], settlements: [retry(claimed!, failure)] })).toEqual(new Map());
+    expect(await adapter.commit(unit, { writes: [], settlements: [retry(claimed!, failure)] })).toEqual(
+      new Map(),
+    );
     const now = (await store.loadSchedule('stale/me'))!;
     expect(now).toMatchObject({ attempts: 0, message: message('s', { n: 2 }) });
     expect(now.version).toBeGreaterThan(claimed!.version);
@@ -265,7 +273,11 @@ describe('commits', () => {
       ],
       settlements: [],
     });
-    await expect(commit).rejects.toMatchObject({ code: 'DUETIME_CONFLICT', kind: 'aggregate', subject: 'agg' });
+    await expect(commit).rejects.toMatchObject({
+      code: 'DUETIME_CONFLICT',
+      kind: 'aggregate',
+      subject: 'agg',
+    });
     expect(await store.loadSchedule('c/new')).toBeUndefined();
     expect(await store.loadSchedule('c/1')).toBeDefined();
     expect((await store.loadEvents('agg')).map((e) => e.timestamp)).toEqual([2]);
