@@ -49,6 +49,10 @@ export interface ScheduleView {
   /** The trace id of the transaction that scheduled it, when the message carries one. */
   traceId?: string;
   recurrence?: RecurrenceView;
+  /** Since when the schedule is paused (its own deliveries wait; its `dueAt` is far ahead). */
+  paused?: string;
+  /** Deliveries queued beside its own (triggers, backfills, occurrences caught up on resume). */
+  queued?: number;
 }
 
 export interface RecurrenceView {
@@ -146,6 +150,24 @@ export class DashboardApi {
     if (name === 'cancel') {
       const cancelled = await this.#store.transact((tx) => tx.cancelSchedule(key));
       return { key, cancelled };
+    }
+    // The store's operations: a key with no active schedule is a NotFoundError (404).
+    if (name === 'pause') {
+      const paused = await this.#store.transact((tx) => tx.pauseSchedule(key));
+      return { key, paused };
+    }
+    if (name === 'resume') {
+      const result = await this.#store.transact((tx) => tx.resumeSchedule(key));
+      return {
+        key,
+        resumed: result.resumed,
+        caughtUp: result.caughtUp.map((d) => d.toISOString()),
+        ...(result.missed ? { missed: result.missed.count } : {}),
+      };
+    }
+    if (name === 'trigger') {
+      const occurrence = await this.#store.transact((tx) => tx.triggerSchedule(key));
+      return { key, occurrence };
     }
     throw new HttpError(404, `no action ${JSON.stringify(name)}`);
   }
@@ -364,6 +386,8 @@ function scheduleView(s: Schedule): ScheduleView {
     ...(data !== undefined ? { data } : {}),
     ...(trace ? { traceId: trace } : {}),
     ...(s.recurrence ? { recurrence: recurrenceView(s.recurrence, s.at) } : {}),
+    ...(s.paused ? { paused: s.paused.at.toISOString() } : {}),
+    ...(s.queue?.length ? { queued: s.queue.length } : {}),
   };
 }
 

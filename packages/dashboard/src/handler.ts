@@ -7,6 +7,7 @@ import {
   DuetimeError,
   InvalidArgumentError,
   type Logger,
+  NotFoundError,
   type Scheduler,
   silentLogger,
 } from '@duetime/core';
@@ -48,7 +49,8 @@ export interface DashboardOptions {
   /** Dispatchers running in this process: the page adds their counters and the lateness of their deliveries. */
   dispatchers?: DashboardDispatcher[];
   /**
-   * Enables the write actions (retry a dead letter, cancel a schedule), each confirmed in the page and
+   * Enables the write actions (retry a dead letter; cancel, pause, resume or trigger a schedule), each
+   * confirmed in the page and
    * sent as a POST with a CSRF token. Default false: the dashboard never writes.
    */
   allowActions?: boolean;
@@ -166,8 +168,14 @@ export function createDashboard(options: DashboardOptions & { basePath?: string 
         // An unread request body is not waited for: the connection closes after the answer.
         if (!req.complete) res.setHeader('connection', 'close');
         send(res, error.status, { error: error.message });
-      } else if (error instanceof InvalidArgumentError || error instanceof ConflictError)
-        send(res, error instanceof ConflictError ? 409 : 400, { error: redactText(error.message, secrets) });
+      } else if (
+        error instanceof InvalidArgumentError ||
+        error instanceof ConflictError ||
+        error instanceof NotFoundError
+      )
+        send(res, error instanceof ConflictError ? 409 : error instanceof NotFoundError ? 404 : 400, {
+          error: redactText(error.message, secrets),
+        });
       else {
         logger.warn('dashboard request failed', {
           path,

@@ -274,6 +274,25 @@ export function browserSuite(name: string, open: () => Promise<Backend>): void {
         () => !document.querySelector('tbody#schedules tr[data-key="order/03/expire"]'),
       );
 
+      // Pause, then resume, one schedule: the row says since when it is paused, and offers Resume.
+      const row = 'tbody#schedules tr[data-key="order/05/expire"]';
+      await admin.click(`${row} button[data-action=pause]`);
+      expect(await admin.textContent('#confirm-text')).toContain('Pause the schedule order/05/expire');
+      await admin.click('[data-testid=confirm-ok]');
+      await waitFor(
+        'order/05 paused',
+        async () => (await backend.store.loadSchedule('order/05/expire'))?.paused !== undefined,
+      );
+      await admin.waitForSelector(`${row} button[data-action=resume]`);
+      expect(await admin.textContent(row)).toContain('paused since');
+      await admin.click(`${row} button[data-action=resume]`);
+      await admin.click('[data-testid=confirm-ok]');
+      await waitFor(
+        'order/05 resumed',
+        async () => (await backend.store.loadSchedule('order/05/expire'))?.paused === undefined,
+      );
+      await admin.waitForSelector(`${row} button[data-action=pause]`);
+
       await admin.click(
         'tbody#dead-letters tr[data-key="mail/broken"] button[data-action=retry-dead-letter]',
       );
