@@ -91,10 +91,11 @@ describe('LISTEN/NOTIFY', () => {
         { remote: false, earliest: own },
       ]);
 
-      const rescans = () => changes.filter((c) => c.remote && c.earliest === undefined).length;
-      expect(rescans()).toBe(1); // on starting to listen
+      const reported = (channel: string) => changes.filter((c) => c.remote && c.channel === channel).length;
+      expect(reported('live')).toBe(1); // on starting to listen
       await admin.query('SELECT pg_terminate_backend($1)', [pid]);
-      await waitFor('a change reported after reconnecting', () => rescans() === 2);
+      await waitFor('the channel reported live again after reconnecting', () => reported('live') === 2);
+      expect(reported('lost')).toBe(1);
       const newPids = await listenerPids(applicationName);
       expect(newPids).toHaveLength(1);
       expect(newPids[0]).not.toBe(pid);
