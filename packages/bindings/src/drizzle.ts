@@ -1,6 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { SqlExecutor } from './executor.js';
-import { countOf, refuse, rowsOf } from './executor.js';
+import { arraysAsLiterals, countOf, refuse, rowsOf } from './executor.js';
 
 /** The part of a Drizzle PostgreSQL transaction a binding uses (`db.transaction(async (tx) => …)`). */
 export interface DrizzleTransactionLike {
@@ -26,8 +26,8 @@ export function fromDrizzle(tx: DrizzleTransactionLike): SqlExecutor {
   if (typeof handle.rollback !== 'function')
     refuse(tx, 'a Drizzle transaction (db.transaction(async (tx) => …)), not the db itself');
   return {
-    async query(text, params) {
-      const result = (await tx.execute(withParams(text, params))) as {
+    async query(text, params = []) {
+      const result = (await tx.execute(withParams(text, arraysAsLiterals(params)))) as {
         rows?: unknown;
         rowCount?: unknown;
         count?: unknown;

@@ -51,3 +51,26 @@ export function questionMarks(
   });
   return { text: rewritten, bindings };
 }
+
+/**
+ * Parameters with arrays written as PostgreSQL array literals (`{"a","b"}`), for drivers that would send
+ * a JavaScript array as JSON (postgres.js): a statement that casts the parameter (`$1::text[]`) reads
+ * the same values whichever driver sent it.
+ */
+export function arraysAsLiterals(params: readonly unknown[]): unknown[] {
+  return params.map((value) => (Array.isArray(value) ? arrayLiteral(value) : value));
+}
+
+function arrayLiteral(values: readonly unknown[]): string {
+  return `{${values.map(element).join(',')}}`;
+}
+
+function element(value: unknown): string {
+  if (value === null || value === undefined) return 'NULL';
+  if (Array.isArray(value)) return arrayLiteral(value);
+  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean')
+    return String(value);
+  const text =
+    value instanceof Date ? value.toISOString() : typeof value === 'string' ? value : JSON.stringify(value);
+  return `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
+}

@@ -22,7 +22,7 @@ export function fromKnex(trx: Knex.Transaction): SqlExecutor {
   if (typeof handle.isCompleted === 'function' && handle.isCompleted() === true)
     refuse(trx, 'an open Knex transaction; this one was already committed or rolled back');
   return {
-    async query(text, params) {
+    async query(text, params = []) {
       const { text: sql, bindings } = questionMarks(text, params);
       const result = (await trx.raw(sql, bindings as Knex.RawBinding[])) as {
         rows?: unknown;

@@ -21,7 +21,7 @@ export function fromKysely(trx: Transaction<any>): SqlExecutor {
   if (handle.isTransaction !== true)
     refuse(trx, 'a Kysely transaction (db.transaction().execute(async (trx) => …)), not the Kysely instance');
   return {
-    async query(text, params) {
+    async query(text, params = []) {
       const result = await trx.executeQuery(CompiledQuery.raw(text, [...params]));
       const rows = rowsOf(result.rows);
       return { rows, rowCount: countOf(result.numAffectedRows, rows.length) };

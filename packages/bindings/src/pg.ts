@@ -24,7 +24,7 @@ export function fromPg(client: PgClientLike): SqlExecutor {
   if (typeof (client as { totalCount?: unknown }).totalCount === 'number')
     refuse(client, 'a client checked out of the pool (pool.connect()), not the pg.Pool itself');
   return {
-    async query(text, params) {
+    async query(text, params = []) {
       const result = await client.query(text, params as unknown[]);
       const rows = rowsOf(result.rows);
       return { rows, rowCount: countOf(result.rowCount, rows.length) };

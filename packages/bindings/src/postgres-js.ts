@@ -1,5 +1,5 @@
 import type { SqlExecutor } from './executor.js';
-import { countOf, refuse, rowsOf } from './executor.js';
+import { arraysAsLiterals, countOf, refuse, rowsOf } from './executor.js';
 
 /** The part of a postgres.js transaction a binding uses (the `sql` of `sql.begin(async (sql) => …)`). */
 export interface PostgresJsTransactionLike {
@@ -28,8 +28,8 @@ export function fromPostgresJs(tx: PostgresJsTransactionLike): SqlExecutor {
       'the sql handed to sql.begin(async (sql) => …), not the top-level sql (it has no transaction)',
     );
   return {
-    async query(text, params) {
-      const result = await tx.unsafe(text, params as unknown[]);
+    async query(text, params = []) {
+      const result = await tx.unsafe(text, arraysAsLiterals(params));
       const rows = rowsOf(result);
       return { rows, rowCount: countOf(result.count, rows.length) };
     },

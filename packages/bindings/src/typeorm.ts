@@ -26,7 +26,7 @@ export function fromTypeORM(manager: EntityManager): SqlExecutor {
     refuse(manager, 'the EntityManager of an open TypeORM transaction; its query runner has none');
   const queryRunner = manager.queryRunner!;
   return {
-    async query(text, params) {
+    async query(text, params = []) {
       const result = await queryRunner.query(text, [...params], true);
       const rows = rowsOf(result.records);
       return { rows, rowCount: countOf(result.affected, rows.length) };

@@ -1,7 +1,7 @@
 import { InvalidArgumentError } from '@duetime/core';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { questionMarks } from '../src/executor.js';
+import { arraysAsLiterals, questionMarks } from '../src/executor.js';
 import { LIBRARIES, type Library, urlWithUser } from './libraries.js';
 
 const table = `bindings_probe_${process.pid}`;
@@ -104,5 +104,16 @@ describe('questionMarks (Knex)', () => {
       bindings: ['b', 'a', 'b'],
     });
     expect(() => questionMarks('SELECT $3', [1])).toThrow(InvalidArgumentError);
+  });
+});
+
+describe('arraysAsLiterals (postgres.js, Drizzle)', () => {
+  it('writes arrays as PostgreSQL array literals, quoting and escaping text, leaving other values alone', () => {
+    expect(arraysAsLiterals([['a', 'b"c', 'd\\e', null], [1, 2n, true], 'x', 5])).toEqual([
+      '{"a","b\\"c","d\\\\e",NULL}',
+      '{1,2,true}',
+      'x',
+      5,
+    ]);
   });
 });
