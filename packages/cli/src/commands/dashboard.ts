@@ -13,14 +13,15 @@ Serves a status page and its JSON API for the store at --backend: pending and du
 searchable by key prefix), dead letters with their errors, recurring schedules with their next
 occurrences, each calendar group's leader and epoch (read from its lease), and the due backlog sampled
 over the last 15 minutes. Runs until SIGINT or SIGTERM. Never creates, migrates or writes the store unless
---allow-actions is given; then the page can retry a dead letter or cancel a schedule, each after a
-confirmation, as a POST carrying a CSRF token.
+--allow-actions is given; then the page can retry a dead letter, or cancel, pause, resume or trigger a
+schedule, each after a confirmation, as a POST carrying a CSRF token.
   --backend <url>       sqlite:./duetime.db (default), postgres://…, redis://…, nats://… (or DUETIME_BACKEND)
   --host <address>      where to listen (default 127.0.0.1); any address that is not loopback needs a token
   --port <n>            default 4600; 0 picks a free port
   --token <t>           required as "Authorization: Bearer <t>" by the API (or DUETIME_DASHBOARD_TOKEN;
                         at least 16 characters); the page asks for it once per tab
-  --allow-actions       enable retrying dead letters and cancelling schedules from the page
+  --allow-actions       enable retrying dead letters, and cancelling, pausing, resuming and triggering
+                        schedules, from the page
   --group <g>           a calendar group to show (repeatable; default "default")
   --namespace <ns>      the groups' namespace (default "duetime")
   --environment <env>   the groups' environment (default "production")`;
@@ -91,8 +92,8 @@ export async function dashboardCommand(args: string[], io: CliIo): Promise<numbe
     io.err(
       [
         values['allow-actions']
-          ? 'actions enabled: the page can retry dead letters and cancel schedules (each confirmed)'
-          : 'read-only: the store is never written (--allow-actions enables retry and cancel)',
+          ? 'actions enabled: the page can retry dead letters and cancel, pause, resume or trigger schedules (each confirmed)'
+          : 'read-only: the store is never written (--allow-actions enables retry, cancel, pause, resume and trigger)',
         dashboard.tokenRequired
           ? `a token is required (Authorization: Bearer …; the page asks for it)${isLoopback(values.host) ? '' : `; listening on ${values.host}, reachable beyond this machine`}`
           : 'listening on loopback only, without a token',
