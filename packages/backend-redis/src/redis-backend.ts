@@ -11,18 +11,9 @@ import {
   type OptionReader,
   positiveInteger,
 } from '@duetime/core';
-import type { Redis, RedisOptions } from 'ioredis';
+import type { RedisOptions } from 'ioredis';
 import { Committer } from './commit.js';
-import {
-  adviseOnConfig,
-  adviseOnReplicas,
-  checkServer,
-  connectUrl,
-  describeClient,
-  isRedisClient,
-  parseRedisUrl,
-} from './connection.js';
-import { mapRedisError } from './errors.js';
+import { checkServer, openClient } from './connection.js';
 import { KeySpace, storePrefix } from './keys.js';
 import { RedisCursors, RedisLeases } from './leases.js';
 import { type RedisClient, type ReplicaWait, ScriptRunner } from './scripts.js';
@@ -32,56 +23,39 @@ import { ChangeWatcher } from './watch.js';
 /** Where the backend connects: a URL (it creates and closes its own client) or the application's client. */
 export type RedisConnection = { url: string; client?: undefined } | { client: RedisClient; url?: undefined };
 
+/** The options of {@link createRedisBackend}; the package README describes each. */
 export interface RedisBackendOptions {
-  /**
-   * Names this store: every key is `{prefix}:...` (default `duetime`). Stores with different prefixes are
-   * independent. The braces make it a Redis Cluster hash tag, so a store lives in one slot.
-   */
+  /** Names the store: every key is `{prefix}:...` (default `duetime`), one Redis Cluster hash slot. */
   prefix?: string;
-  /** Stamps events and drives dispatchers (default: the system clock). Leases, cursors and claims use the server's clock. */
+  /** Stamps events and drives dispatchers. Leases, cursors and claims are judged by the server's clock. */
   clock?: Clock;
   logger?: Logger;
   /** For clients created from a URL: how long to wait for the TCP connection, in ms (default 5,000). */
   connectTimeoutMs?: number;
-  /** How long the first commands (version check, script loading) may take before the factory fails, in ms (default 10,000). */
+  /** How long the first commands (version check, script loading) may take, in ms (default 10,000). */
   startupTimeoutMs?: number;
   /**
-   * Delivery claims (default on, with a 5,000 ms time to live on the server's clock, renewed every third of
-   * it): a claimed schedule is skipped by other deliveries until its unit ends or, when its process died,
-   * the claim lapses (the next delivery then counts the crash as an attempt). `false` turns them off: then
-   * two dispatchers may both run a processor and exactly one commits, and crashes are not counted.
+   * Delivery claims (default on, 5,000 ms time to live on the server's clock, renewed every third of it).
+   * `false` turns them off: two dispatchers may then run one processor and exactly one commits.
    */
   claims?: boolean | { ttlMs?: number /** @deprecated Renamed to `ttlMs`. */; ttl?: number };
-  /**
-   * Longest wait for one command, in ms (default 30,000). On clients created from a URL it is ioredis's
-   * `commandTimeout`; on the application's client duetime enforces it around its own calls. A timed-out
-   * commit is retried safely (see `commitTimeoutMs`).
-   */
+  /** Longest wait for one command, in ms (default 30,000). */
   requestTimeoutMs?: number;
   /** How long a commit keeps retrying through a lost connection or a restarting server, in ms (default 15,000). */
   commitTimeoutMs?: number;
-  /**
-   * Open an existing store only (default true: any prefix can be used at once). With `false`, a prefix
-   * under which nothing was ever written (no schedule version counter, no lease token counter) is a
-   * `NotFoundError`. Opening never writes a key either way. For tools that only inspect.
-   */
+  /** `false`: refuse a prefix nothing was ever written under (`NotFoundError`). Default true. */
   migrate?: boolean;
   /** Extra ioredis options for clients created from a URL (TLS, timeouts). Ignored with `{ client }`. */
   redisOptions?: RedisOptions;
-  /**
-   * Replicated writes (off by default): after each commit, lease acquisition or renewal and cursor advance,
-   * `WAIT replicas timeout` on the same connection, so the call returns only once that many replicas hold
-   * the write. A write not confirmed in time fails with a transient `BackendError` (a commit retries within
-   * `commitTimeoutMs`, without applying twice). A number is the replica count with a 1,000 ms timeout.
-   */
+  /** `WAIT` for this many replicas after each durable write (commit, lease, cursor); see the README. */
   waitForReplicas?: number | { replicas: number; timeoutMs?: number };
-  /** @deprecated Renamed to {@link connectTimeoutMs}; the old name is removed in the next minor version. */
+  /** @deprecated Renamed to {@link connectTimeoutMs}. */
   connectTimeout?: number;
-  /** @deprecated Renamed to {@link startupTimeoutMs}; the old name is removed in the next minor version. */
+  /** @deprecated Renamed to {@link startupTimeoutMs}. */
   startupTimeout?: number;
-  /** @deprecated Renamed to {@link requestTimeoutMs}; the old name is removed in the next minor version. */
+  /** @deprecated Renamed to {@link requestTimeoutMs}. */
   commandTimeout?: number;
-  /** @deprecated Renamed to {@link commitTimeoutMs}; the old name is removed in the next minor version. */
+  /** @deprecated Renamed to {@link commitTimeoutMs}. */
   commitRetryWindow?: number;
 }
 
@@ -127,109 +101,40 @@ const factory = defineBackend<RedisConnection, RedisBackendOptions, Resolved, un
   options: readOptions,
   async open(connection, ctx) {
     const { options, logger } = ctx;
-    const { prefix, replicaWait } = options;
-    if (typeof connection !== 'object' || connection === null)
-      throw new InvalidArgumentError('connection', connection, 'must be { url } or { client }');
+    const { prefix, replicaWait, claimTtl, commitTimeoutMs } = options;
     if (options.claimsTtlRenamed)
       logger.warn(
         'createRedisBackend: options.claims.ttl is deprecated and will be removed in the next minor version; use options.claims.ttlMs',
         { option: 'claims.ttl', replacement: 'claims.ttlMs' },
       );
-    let client: RedisClient;
-    let owned: Redis | undefined;
-    let target: string;
-    if (connection.client !== undefined) {
-      if (!isRedisClient(connection.client))
-        throw new InvalidArgumentError(
-          'connection.client',
-          connection.client,
-          'must be an ioredis Redis or Cluster',
-        );
-      if (connection.url !== undefined)
-        throw new InvalidArgumentError(
-          'connection',
-          '{ url, client }',
-          'give either url or client, not both',
-        );
-      const { keyPrefix } = connection.client.options;
-      if (keyPrefix)
-        throw new InvalidArgumentError(
-          'connection.client',
-          `client with keyPrefix ${JSON.stringify(keyPrefix)}`,
-          'ioredis would prefix only some of the keys duetime uses; pass a client without keyPrefix and name the store with options.prefix',
-        );
-      client = connection.client;
-      target = describeClient(client);
-    } else {
-      const url = parseRedisUrl(connection.url);
-      target = url.display;
-      const redis = await ctx.connect(`redis ${target}`, () =>
-        connectUrl(url, {
-          connectTimeoutMs: ctx.connectTimeoutMs,
-          requestTimeoutMs: options.requestTimeoutMs,
-          connectionName: `duetime:${prefix}`,
-          ...(options.redisOptions ? { redisOptions: options.redisOptions } : {}),
-        }),
-      );
-      owned = redis;
-      ctx.onClose(async () => {
-        await redis.quit().catch((error: unknown) => {
-          logger.debug('redis quit failed; disconnecting', { error: mapRedisError(error, 'close', target) });
-        });
-        redis.disconnect();
-      });
-      redis.on('error', (error: Error) => logger.debug('redis connection error', { error: error.message }));
-      client = redis;
-    }
-
+    const { client, target, owned } = await openClient(connection, ctx, options);
     const keys = new KeySpace(prefix);
     const runner = new ScriptRunner(client, owned ? undefined : options.requestTimeoutMs, replicaWait);
-    await checkServer(client, target, options.startupTimeoutMs, async () => {
+    const checks = { timeoutMs: options.startupTimeoutMs, logger, replicas: replicaWait?.replicas };
+    await checkServer(client, target, checks, async () => {
       await runner.load();
-      await adviseOnConfig(client, target, logger);
-      if (replicaWait) await adviseOnReplicas(client, target, replicaWait.replicas, logger);
-      if (!options.migrate) await requireExistingStore(runner, keys, target);
+      if (!options.migrate && (await runner.call((c) => c.exists(keys.version, keys.leaseToken))) === 0)
+        throw new NotFoundError(
+          `redis store ${prefix}`,
+          `no duetime store with the prefix ${JSON.stringify(prefix)} on redis ${target}`,
+        );
     });
-
     const senderId = randomBytes(8).toString('base64url');
-    const watcher = new ChangeWatcher({
-      client,
-      channel: keys.channel,
-      senderId,
-      ...(owned ? { connectionName: `duetime-watch:${prefix}` } : {}),
-      logger,
-    });
+    const connectionName = owned ? { connectionName: `duetime-watch:${prefix}` } : {};
+    const watcher = new ChangeWatcher({ client, channel: keys.channel, senderId, logger, ...connectionName });
     ctx.onClose(() => watcher.close());
-    const committer = new Committer({
-      runner,
-      keys,
-      target,
-      logger,
-      clock: ctx.clock,
-      senderId,
-      commitTimeoutMs: options.commitTimeoutMs,
-      markerTtl: Math.max(60_000, 4 * Math.min(options.commitTimeoutMs, MAX_TIMER_MS)),
-    });
-    const store = new RedisStore({
-      runner,
-      keys,
-      target,
-      logger,
-      senderId,
-      claimTtl: options.claimTtl,
-      committer,
-      watcher,
-    });
-    const context = { keys, runner, target };
+    const base = { runner, keys, target, logger, senderId };
+    const markerTtl = Math.max(60_000, 4 * Math.min(commitTimeoutMs, MAX_TIMER_MS));
+    const committer = new Committer({ ...base, clock: ctx.clock, commitTimeoutMs, markerTtl });
     return {
-      store,
-      leases: new RedisLeases(context),
-      cursors: new RedisCursors(context),
+      store: new RedisStore({ ...base, claimTtl, committer, watcher }),
+      leases: new RedisLeases(base),
+      cursors: new RedisCursors(base),
       capabilities: {
         multiProcess: true,
         durable: true,
         sql: false,
-        exclusiveClaims: options.claimTtl !== undefined,
+        exclusiveClaims: claimTtl !== undefined,
       },
       describe: `redis backend (prefix ${prefix})`,
     };
@@ -255,19 +160,6 @@ export function createRedisBackend(
   options: RedisBackendOptions = {},
 ): Promise<Backend<undefined>> {
   return factory(connection, options);
-}
-
-/**
- * With `migrate: false`: a store is there when its schedule version counter or its lease token counter
- * exists (both only grow and are never deleted). Reads only.
- */
-async function requireExistingStore(runner: ScriptRunner, keys: KeySpace, target: string): Promise<void> {
-  const found = await runner.call((c) => c.exists(keys.version, keys.leaseToken));
-  if (found === 0)
-    throw new NotFoundError(
-      `redis store ${keys.prefix}`,
-      `no duetime store with the prefix ${JSON.stringify(keys.prefix)} on redis ${target}`,
-    );
 }
 
 function claimSetting(claims: unknown): { claimTtl: number | undefined; claimsTtlRenamed: boolean } {
