@@ -44,6 +44,9 @@ export interface Subcommand {
 
 const common = { ...backendOptions, json: { type: 'boolean', default: false } } as const satisfies Options;
 
+/** Most schedules counted (without their messages) beyond those listed, and before a cancel by prefix. */
+const COUNT_MAX = 100_000;
+
 /** How many occurrences of a recurring schedule `show` and `--json` list (the pending one first). */
 const UPCOMING = 5;
 
@@ -121,15 +124,17 @@ const list: Subcommand = {
       values.through === undefined ? undefined : parseInstant('--through', values.through as string);
     const prefix = values.prefix as string | undefined;
     const limit = limitOf(values);
+    const filters = { ...(through ? { through } : {}), ...(prefix !== undefined ? { prefix } : {}) };
     const rows: Schedule[] = [];
-    let matching = 0;
-    for await (const s of backend.store.iterateSchedules({
-      ...(through ? { through } : {}),
-      ...(prefix !== undefined ? { prefix } : {}),
-    })) {
-      matching++;
-      if (rows.length < limit) rows.push(s);
+    for await (const s of backend.store.iterateSchedules({ ...filters, limit: Math.min(limit, 500) })) {
+      rows.push(s);
+      if (rows.length >= limit) break;
     }
+    // Beyond the rows shown, only counted: the store reads no message to count.
+    const matching =
+      rows.length < limit
+        ? rows.length
+        : await backend.store.countSchedules({ ...filters, limit: COUNT_MAX });
     if (values.json) {
       io.out(JSON.stringify(rows.map(toJson), null, 2));
       return EXIT.ok;
@@ -154,7 +159,7 @@ const list: Subcommand = {
     );
     io.out(
       rows.length < matching
-        ? `${rows.length} of ${plural(matching, 'schedule')} shown (--limit ${rows.length})`
+        ? `${rows.length} of ${matching >= COUNT_MAX ? 'at least ' : ''}${plural(matching, 'schedule')} shown (--limit ${rows.length})`
         : plural(rows.length, 'schedule'),
     );
     return EXIT.ok;
@@ -356,11 +361,8 @@ const cancel: Subcommand = {
 
 async function cancelPrefix(backend: Backend, values: Values, io: CliIo): Promise<number> {
   const prefix = values.prefix as string;
-  let count = 0;
-  for await (const _ of backend.store.iterateSchedules({ prefix })) {
-    count++;
-    if (io.isTTY && count % 10_000 === 0) io.err(`counting… ${count}`);
-  }
+  const count = await backend.store.countSchedules({ prefix, limit: COUNT_MAX });
+  const many = `${count >= COUNT_MAX ? 'at least ' : ''}${count}`;
   if (count === 0) {
     io.out(
       values.json
@@ -370,13 +372,13 @@ async function cancelPrefix(backend: Backend, values: Values, io: CliIo): Promis
     return EXIT.ok;
   }
   if (count > 1 && !values.yes) {
-    const ok = await io.confirm(`cancel ${count} schedules under the prefix ${JSON.stringify(prefix)}?`);
+    const ok = await io.confirm(`cancel ${many} schedules under the prefix ${JSON.stringify(prefix)}?`);
     if (!ok) {
-      io.err(`not cancelled: ${count} schedules match; pass --yes to cancel without asking`);
+      io.err(`not cancelled: ${many} schedules match; pass --yes to cancel without asking`);
       return EXIT.failed;
     }
   }
-  if (io.isTTY) io.err(`cancelling ${count} schedules…`);
+  if (io.isTTY) io.err(`cancelling ${many} schedules…`);
   const cancelled = await backend.store.transact((tx) => tx.cancelSchedulePrefix(prefix));
   io.out(values.json ? JSON.stringify({ cancelled }) : `cancelled ${plural(cancelled, 'schedule')}`);
   return EXIT.ok;
