@@ -12,15 +12,11 @@ export interface MigrationResult {
   to: number;
 }
 
-/** How long a migrator waits for another one holding the schema's lock before giving up. */
-const LOCK_TIMEOUT = '60s';
-
 /**
- * Brings `schema` to {@link SCHEMA_VERSION}. Safe when several processes start at once: they serialise
+ * Brings the schema to {@link SCHEMA_VERSION}. Safe when several processes start at once: they serialise
  * on an advisory lock named after the schema, and each re-reads the version under the lock, so every
- * migration runs exactly once. All pending migrations commit together, or none does. A schema already at
- * the current version costs two reads and takes no lock. A schema migrated by a newer release is refused
- * (this package never downgrades or guesses).
+ * migration runs exactly once. All pending migrations commit together, or none does. A schema already
+ * current costs two reads and takes no lock; one migrated by a newer release is refused.
  */
 export async function runMigrations(connection: Connection): Promise<MigrationResult> {
   const found = await readSchemaVersion(connection);
@@ -28,8 +24,10 @@ export async function runMigrations(connection: Connection): Promise<MigrationRe
   if (found === SCHEMA_VERSION) return { from: found, to: found };
   const { schema } = connection.target;
   const s = quoteIdent(schema);
-  return connection.transaction('migrate', async (client) => {
-    await client.query(`SET LOCAL lock_timeout = '${LOCK_TIMEOUT}'`);
+  const out = await connection.checkout('migrate');
+  const client = out.client;
+  try {
+    await client.query(`BEGIN; SET LOCAL lock_timeout = '60s'`);
     await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
       `duetime:migrate:${schema}`,
     ]);
@@ -38,17 +36,11 @@ export async function runMigrations(connection: Connection): Promise<MigrationRe
     // the schema is there, which an application role usually lacks.
     if (exists.rowCount === 0) await client.query(`CREATE SCHEMA ${s}`);
     await client.query(`CREATE TABLE IF NOT EXISTS ${s}.migrations (
-      id integer PRIMARY KEY,
-      name text NOT NULL,
-      applied_at timestamptz NOT NULL DEFAULT now()
-    )`);
-    const current = await client.query<{ version: number }>(
-      `SELECT coalesce(max(id), 0)::int AS version FROM ${s}.migrations`,
-    );
+      id integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+    const current = await client.query(`SELECT coalesce(max(id), 0)::int AS version FROM ${s}.migrations`);
     const from = Number(current.rows[0]?.version ?? 0);
     refuseNewer(connection, from);
-    for (const migration of migrations) {
-      if (migration.id <= from) continue;
+    for (const migration of migrations.filter((m) => m.id > from)) {
       try {
         await client.query(migration.sql.replaceAll(':SCHEMA', s));
       } catch (error) {
@@ -59,9 +51,14 @@ export async function runMigrations(connection: Connection): Promise<MigrationRe
         migration.name,
       ]);
     }
+    await client.query('COMMIT');
+    out.release(false);
     connection.logger.info('migrated duetime schema', { schema, from, to: SCHEMA_VERSION });
     return { from, to: SCHEMA_VERSION };
-  });
+  } catch (error) {
+    await out.rollback();
+    throw connection.error(error, 'migrate');
+  }
 }
 
 /** The schema's version: 0 when the schema or its migrations table does not exist yet. */
@@ -87,15 +84,17 @@ export async function readSchemaVersion(connection: Connection): Promise<number>
 export async function requireCurrentSchema(connection: Connection): Promise<void> {
   const found = await readSchemaVersion(connection);
   refuseNewer(connection, found);
+  const { schema } = connection.target;
+  const tried = `(tried ${describeTarget(connection.target)})`;
   if (found === 0)
     throw new NotFoundError(
-      `schema ${JSON.stringify(connection.target.schema)}`,
-      `no duetime tables in schema ${JSON.stringify(connection.target.schema)} (tried ${describeTarget(connection.target)})`,
+      `schema ${JSON.stringify(schema)}`,
+      `no duetime tables in schema ${JSON.stringify(schema)} ${tried}`,
     );
   if (found < SCHEMA_VERSION)
     throw new BackendError(
       'open',
-      `schema ${JSON.stringify(connection.target.schema)} is at version ${found}, this package needs version ${SCHEMA_VERSION}: run migrate() first, or open with migrate: true (tried ${describeTarget(connection.target)})`,
+      `schema ${JSON.stringify(schema)} is at version ${found}, this package needs version ${SCHEMA_VERSION}: run migrate() first, or open with migrate: true ${tried}`,
     );
 }
 

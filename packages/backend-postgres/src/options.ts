@@ -17,49 +17,28 @@ import type { ConnectionTarget } from './errors.js';
  */
 export type PostgresConnection = { connectionString: string } | { pool: pg.Pool };
 
+/** The options of `createPostgresBackend`; README.md describes each. */
 export interface PostgresBackendOptions {
-  /** The schema holding duetime's tables (default `duetime`); created by the migrations when missing. */
+  /** The schema of duetime's tables (default `duetime`), created by the migrations when missing. */
   schema?: string;
   /** Stamps events and drives the dispatcher (default: the system clock). Leases use the server's clock. */
   clock?: Clock;
   logger?: Logger;
-  /**
-   * Run pending migrations when opening (default true). With false, opening creates and changes nothing:
-   * it checks that the schema is at this package's version, and fails with a `NotFoundError` when the
-   * schema or duetime's tables in it do not exist, or a `BackendError` when they are older. For teams that
-   * run {@link migrate} separately, and for tools that only inspect (`duetime schedules list`).
-   */
+  /** Run pending migrations when opening (default true); false only checks that the schema is current. */
   migrate?: boolean;
-  /** Connections in the pool the backend creates from a URL (default 10). Ignored with `pool`. */
+  /** Connections in the pool created from a URL (default 10). */
   poolSize?: number;
-  /**
-   * How long to wait for a connection before failing (default 10,000 ms): applied to the pool created
-   * from a URL and the LISTEN connection, and to the first contact when opening, whatever the pool.
-   */
+  /** Connection timeout of the pool created from a URL, the LISTEN connection and the first contact (10 s). */
   connectTimeoutMs?: number;
   /** @deprecated Renamed to {@link connectTimeoutMs}; the old name is removed in the next minor version. */
   connectionTimeoutMs?: number;
-  /** `application_name` of the connections the backend opens (default `duetime`), shown in pg_stat_activity. */
+  /** `application_name` of the connections duetime opens (default `duetime`). */
   applicationName?: string;
-  /**
-   * Run duetime's statements as named prepared statements, parsed and planned once per connection
-   * (default true). Turn off behind a pooler that cannot keep them (PgBouncer in transaction mode before
-   * 1.21, or without `max_prepared_statements`).
-   */
+  /** Named prepared statements, planned once per connection (default true; off behind old PgBouncers). */
   preparedStatements?: boolean;
-  /**
-   * PostgreSQL's `idle_in_transaction_session_timeout` for the connections the backend creates from a URL
-   * (default 60,000 ms; 0 turns it off). A process frozen inside a transaction (a stopped container, a VM
-   * pause, a debugger) keeps its row locks until its session ends; with this the server ends the session
-   * and releases them. Keep it above the longest pause your processors make inside `tx.sql`
-   * transactions. With `pool`, set it on your pool's config yourself.
-   */
+  /** `idle_in_transaction_session_timeout` of the connections created from a URL (default 60 s; 0: off). */
   idleInTransactionTimeoutMs?: number;
-  /**
-   * How long a delivery's claim on its schedules lasts without renewal (default 30,000 ms). Core renews
-   * it every third of that while processors run; a claim left by a process that died lapses after it,
-   * and the schedules are delivered again (counted as an interrupted attempt).
-   */
+  /** How long a delivery's claim lasts unrenewed (default 30 s): a dead process's claims lapse after it. */
   claimTimeoutMs?: number;
 }
 

@@ -8,9 +8,8 @@ import {
 } from '@duetime/core';
 import type pg from 'pg';
 import { Connection } from './connection.js';
-import { PostgresCursors } from './cursors.js';
 import { describeTarget } from './errors.js';
-import { PostgresLeases } from './leases.js';
+import { PostgresCursors, PostgresLeases } from './leases.js';
 import { type MigrationResult, requireCurrentSchema, runMigrations } from './migrate.js';
 import { ChangeNotifier, NOTIFY } from './notifications.js';
 import {

@@ -4,12 +4,14 @@ import {
   type Changes,
   type Claimed,
   type ClaimRequest,
+  type DeadLetterFields,
   type DeadLetterListQuery,
   type DeadLetterRecord,
   decodeDeadLetter,
   decodeEvent,
   decodeSchedule,
   type Event,
+  type EventFields,
   InvalidArgumentError,
   type ListQuery,
   refuseTransactionControl,
@@ -24,8 +26,8 @@ import type pg from 'pg';
 import type { CheckedOutClient, Connection, PostgresExecutor } from './connection.js';
 import { sqlState } from './errors.js';
 import type { ChangeNotifier } from './notifications.js';
-import { type DeadLetterRow, deadLetterSql } from './sql/dead-letters.js';
-import { type EventRow, eventSql } from './sql/events.js';
+import { deadLetterSql } from './sql/dead-letters.js';
+import { eventSql } from './sql/events.js';
 import { quoteIdent } from './sql/ident.js';
 import { type ScheduleRow, scheduleSql } from './sql/schedules.js';
 import { PG_MIN_TIME, pgTimestamp } from './sql/time.js';
@@ -331,22 +333,10 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
   }
 
   #schedule(row: ScheduleRow): Schedule {
-    return decodeSchedule(
-      {
-        key: row.key,
-        at: row.at_ms,
-        dueAt: row.due_ms,
-        version: row.version,
-        attempts: row.attempts,
-        message: row.message,
-        lastError: row.last_error,
-        recurrence: row.recurrence,
-      },
-      this.#where,
-    );
+    return decodeSchedule(row, this.#where);
   }
 
-  async #read<R extends Record<string, unknown>>(
+  async #read<R>(
     operation: string,
     text: string,
     params: unknown[],
@@ -362,14 +352,8 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
   }
 
   async loadEvents(aggregateId: string, unit?: PostgresUnit): Promise<Event[]> {
-    const rows = await this.#read<EventRow>('load events', this.#sql.events.load, [aggregateId], unit);
-    return rows.map((row) =>
-      decodeEvent(
-        aggregateId,
-        { sequence: row.sequence, type: row.type, data: row.data, timestamp: row.ts },
-        this.#where,
-      ),
-    );
+    const rows = await this.#read<EventFields>('load events', this.#sql.events.load, [aggregateId], unit);
+    return rows.map((row) => decodeEvent(aggregateId, row, this.#where));
   }
 
   async listSchedules(query: ListQuery, unit?: PostgresUnit): Promise<ScheduleHead[]> {
@@ -396,12 +380,12 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     });
     const rows = await this.#read<ScheduleRow>('list schedules', text, params, unit);
     if (!heads) return rows.map((row) => this.#schedule(row));
-    return rows.map((row) => ({
-      key: row.key,
-      at: new Date(row.at_ms),
-      dueAt: new Date(row.due_ms),
-      version: row.version,
-      attempts: row.attempts,
+    return rows.map(({ key, at, dueAt, version, attempts }) => ({
+      key,
+      at: new Date(at),
+      dueAt: new Date(dueAt),
+      version,
+      attempts,
     }));
   }
 
@@ -412,21 +396,8 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     if (after !== undefined) params.push(after);
     params.push(limit);
     const text = this.#sql.deadLetters.list({ prefix: prefix !== undefined, after: after !== undefined });
-    const rows = await this.#read<DeadLetterRow>('list dead letters', text, params, undefined);
-    return rows.map((row) =>
-      decodeDeadLetter(
-        {
-          key: row.key,
-          version: row.version,
-          at: row.at_ms,
-          message: row.message,
-          attempts: row.attempts,
-          error: row.error,
-          deadAt: row.dead_ms,
-        },
-        this.#where,
-      ),
-    );
+    const rows = await this.#read<DeadLetterFields>('list dead letters', text, params, undefined);
+    return rows.map((row) => decodeDeadLetter(row, this.#where));
   }
 
   watch(listener: (event: WatchEvent) => void): () => void {

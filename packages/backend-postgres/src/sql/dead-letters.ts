@@ -1,16 +1,6 @@
 import { epochMs } from './time.js';
 
-const COLUMNS = `key, version, ${epochMs('at')} AS at_ms, message, attempts, error, ${epochMs('dead_at')} AS dead_ms`;
-
-export interface DeadLetterRow extends Record<string, unknown> {
-  key: string;
-  version: number;
-  at_ms: number;
-  message: string;
-  attempts: number;
-  error: string;
-  dead_ms: number;
-}
+const COLUMNS = `key, version, ${epochMs('at')} AS at, message, attempts, error, ${epochMs('dead_at')} AS "deadAt"`;
 
 /** The statements on `<schema>.dead_letters`, with `$n` parameters; `s` is the quoted schema name. */
 export function deadLetterSql(s: string) {

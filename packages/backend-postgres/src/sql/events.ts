@@ -1,17 +1,10 @@
 import { epochMs } from './time.js';
 
-export interface EventRow extends Record<string, unknown> {
-  sequence: number;
-  type: string;
-  data: string | null;
-  ts: number;
-}
-
 /** The statements on `<schema>.events`, with `$n` parameters; `s` is the quoted schema name. */
 export function eventSql(s: string) {
   return {
     /** $1 aggregate id */
-    load: `SELECT sequence, type, data, ${epochMs('recorded_at')} AS ts
+    load: `SELECT sequence, type, data, ${epochMs('recorded_at')} AS timestamp
       FROM ${s}.events WHERE aggregate_id = $1 ORDER BY sequence`,
 
     /**

@@ -1,21 +1,20 @@
+import type { ScheduleFields } from '@duetime/core';
 import { epochMs } from './time.js';
 
 /** Columns every schedule read returns, in the shape {@link ScheduleRow} describes. */
-const COLUMNS = `key, ${epochMs('at')} AS at_ms, ${epochMs('due_at')} AS due_ms, version, attempts, message, last_error, recurrence`;
+const COLUMNS = `key, ${epochMs('at')} AS at, ${epochMs('due_at')} AS "dueAt", version, attempts, message,
+  last_error AS "lastError", recurrence`;
 /** The columns of a read that needs no payload (`select: 'heads'`). */
-const HEADS = `key, ${epochMs('at')} AS at_ms, ${epochMs('due_at')} AS due_ms, version, attempts`;
+const HEADS = `key, ${epochMs('at')} AS at, ${epochMs('due_at')} AS "dueAt", version, attempts`;
 
-export interface ScheduleRow extends Record<string, unknown> {
-  key: string;
-  at_ms: number;
-  due_ms: number;
+/** A schedule as read: core's `ScheduleFields` (instants as epoch ms, JSON as text). */
+export type ScheduleRow = ScheduleFields & {
+  at: number;
+  dueAt: number;
   version: number;
   attempts: number;
-  message?: string;
-  last_error?: string | null;
-  recurrence?: string | null;
   interrupted?: boolean;
-}
+};
 
 /** What a put sets besides its key, its instants and its payload: a fresh, unclaimed version. */
 const FRESH = (s: string, t: string) => `at = EXCLUDED.at,
@@ -82,7 +81,7 @@ export function scheduleSql(s: string) {
         FROM picked WHERE t.key = picked.key
         RETURNING t.*, picked.claimed_until IS NOT NULL AS interrupted
       )
-      SELECT ${COLUMNS}, interrupted FROM claimed ORDER BY due_at, key`,
+      SELECT ${COLUMNS}, interrupted FROM claimed ORDER BY claimed.due_at, claimed.key`,
 
     /** Extends the claims of $3 on keys $1 by $2 ms; rows the claiming unit is writing are skipped. */
     renew: `UPDATE ${s}.schedules SET claimed_until = ${MS('$2')}
