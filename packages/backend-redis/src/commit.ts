@@ -1,49 +1,8 @@
-import {
-  BackendError,
-  backoff,
-  type Changes,
-  type Clock,
-  ConflictError,
-  type ConflictKind,
-  isTransient,
-  type Logger,
-  retry,
-  type Settlement,
-  type Write,
-} from '@duetime/core';
+import type { Settlement, Write } from '@duetime/core';
 import { encodeDeadLetter, encodeState } from './codec.js';
-import { mapRedisError } from './errors.js';
 import type { KeySpace } from './keys.js';
-import type { ScriptRunner } from './scripts.js';
 
-type Arg = string | number;
-
-const KINDS: ReadonlySet<string> = new Set(['aggregate', 'schedule', 'version']);
-
-export interface CommitSettings {
-  runner: ScriptRunner;
-  keys: KeySpace;
-  /** `host:port` for messages. */
-  target: string;
-  logger: Logger;
-  clock: Clock;
-  /** Identifies this instance in change notifications and commit ids. */
-  senderId: string;
-  /** How long a commit keeps retrying through connection loss, in ms. */
-  commitTimeoutMs: number;
-  /** How long a commit's marker lives, in ms (longer than the retry window). */
-  markerTtl: number;
-}
-
-/** What one `commit` script call applies: groups of operations, and the claims that end with it. */
-export interface CommitRequest {
-  /** Groups, each applied all or nothing, independently of the others, in order. */
-  groups: readonly (readonly Arg[])[];
-  /** The unit's claim token ('' for none). */
-  token: string;
-  /** The keys the unit claimed: their claims end. */
-  claimed: readonly string[];
-}
+export type Arg = string | number;
 
 /** The script operations of `writes` (see src/lua/commit.lua); `list` gives an event list's KEYS index. */
 export function encodeWrites(
@@ -99,13 +58,14 @@ export function encodeSettlement(s: Settlement, list: (aggregateId: string) => n
 
 /**
  * The `commit` script's KEYS and ARGV (see src/lua/commit.lua for their layout): the store's keys, the
- * commit's marker and the event lists the groups append to, then the groups' operations. `groups` builds
- * them with the KEYS index of each event list.
+ * commit's marker and the event lists the groups append to, then the unit's claim token and claimed keys
+ * (their claims end) and the groups' operations, each group applied all or nothing. `groups` builds them
+ * with the KEYS index of each event list.
  */
 export function encodeCommit(
-  settings: Pick<CommitSettings, 'keys' | 'markerTtl' | 'senderId'>,
+  settings: { keys: KeySpace; markerTtl: number; senderId: string },
   commitId: string,
-  request: Omit<CommitRequest, 'groups'>,
+  request: { token: string; claimed: readonly string[] },
   groups: (list: (aggregateId: string) => number) => readonly (readonly Arg[])[],
 ): { keys: string[]; args: Arg[] } {
   const { keys } = settings;
@@ -129,79 +89,4 @@ export function encodeCommit(
     for (const arg of group) args.push(arg);
   }
   return { keys: scriptKeys, args };
-}
-
-/**
- * Sends commits to the `commit` script. Each commit carries an id unique to this backend instance; the
- * script records it (a marker key that expires after `markerTtl`, holding which groups were left out) with
- * the changes, so when a reply is lost to a dropped connection and the call is sent again (by the retry
- * here, or by ioredis resending unanswered commands after reconnecting), the second run finds the marker,
- * applies nothing and answers as the first did. Transient failures are retried for `commitTimeoutMs`.
- */
-export class Committer {
-  readonly #s: CommitSettings;
-  #commits = 0;
-
-  constructor(settings: CommitSettings) {
-    this.#s = settings;
-  }
-
-  /**
-   * Applies `changes` in one script call: the plain writes as the first group (their conflict is thrown),
-   * then one group per settlement; returns the conflicts that left settlements out, by key.
-   */
-  async commit(token: string, claimed: readonly string[], changes: Changes): Promise<Map<string, Error>> {
-    const rejected = new Map<string, Error>();
-    const plain = changes.writes.length > 0;
-    if (!plain && changes.settlements.length === 0) return rejected;
-    const commitId = `${this.#s.senderId}.${(++this.#commits).toString(36)}`;
-    const { keys, args } = encodeCommit(this.#s, commitId, { token, claimed }, (list) => [
-      ...(plain ? [encodeWrites(changes.writes, list)] : []),
-      ...changes.settlements.map((s) => encodeSettlement(s, list)),
-    ]);
-    const reply = await this.#send(keys, args);
-    const unexpected = () =>
-      new BackendError('commit', `unexpected reply from the commit script: ${JSON.stringify(reply)}`);
-    if (!Array.isArray(reply) || (reply.length - 1) % 3 !== 0) throw unexpected();
-    if (reply[0] === 'duplicate')
-      this.#s.logger.debug('redis commit was already applied; a resend was recognised', { commitId });
-    else if (reply[0] !== 'ok') throw unexpected();
-    for (let i = 1; i < reply.length; i += 3) {
-      const group = Number(reply[i]) - (plain ? 1 : 0);
-      const kind = reply[i + 1] as ConflictKind;
-      const settlement = changes.settlements[group - 1];
-      if (!KINDS.has(kind) || (group !== 0 && !settlement)) throw unexpected();
-      const conflict = new ConflictError(kind, String(reply[i + 2]));
-      if (!settlement) throw conflict;
-      rejected.set(settlement.schedule.key, conflict);
-    }
-    return rejected;
-  }
-
-  #send(keys: string[], args: Arg[]): Promise<unknown> {
-    const { runner, target, logger } = this.#s;
-    return retry(
-      async (attempt) => {
-        try {
-          return await runner.run('commit', keys, args);
-        } catch (error) {
-          const mapped = mapRedisError(error, 'commit', target);
-          if (isTransient(mapped)) logger.warn('redis commit failed; retrying', { attempt, error: mapped });
-          throw mapped;
-        }
-      },
-      {
-        clock: this.#s.clock,
-        retryIf: isTransient,
-        deadlineMs: this.#s.commitTimeoutMs,
-        delayMs: backoff({ initialMs: 50, maxMs: 1000, jitter: 0.5 }),
-        onGiveUp: (error, elapsed, attempts) =>
-          new BackendError(
-            'commit',
-            `gave up after ${attempts} attempts in ${elapsed} ms (${(error as Error).message}); the commit was not confirmed: if an attempt reached the server it applied once, otherwise not at all`,
-            { cause: error, transient: true },
-          ),
-      },
-    );
-  }
 }

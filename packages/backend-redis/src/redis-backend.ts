@@ -12,7 +12,6 @@ import {
   positiveInteger,
 } from '@duetime/core';
 import type { RedisOptions } from 'ioredis';
-import { Committer } from './commit.js';
 import { checkServer, openClient } from './connection.js';
 import { KeySpace, storePrefix } from './keys.js';
 import { RedisCursors, RedisLeases } from './leases.js';
@@ -109,7 +108,12 @@ const factory = defineBackend<RedisConnection, RedisBackendOptions, Resolved, un
       );
     const { client, target, owned } = await openClient(connection, ctx, options);
     const keys = new KeySpace(prefix);
-    const runner = new ScriptRunner(client, owned ? undefined : options.requestTimeoutMs, replicaWait);
+    const runner = new ScriptRunner(
+      client,
+      target,
+      owned ? undefined : options.requestTimeoutMs,
+      replicaWait,
+    );
     const checks = { timeoutMs: options.startupTimeoutMs, logger, replicas: replicaWait?.replicas };
     await checkServer(client, target, checks, async () => {
       await runner.load();
@@ -123,11 +127,10 @@ const factory = defineBackend<RedisConnection, RedisBackendOptions, Resolved, un
     const connectionName = owned ? { connectionName: `duetime-watch:${prefix}` } : {};
     const watcher = new ChangeWatcher({ client, channel: keys.channel, senderId, logger, ...connectionName });
     ctx.onClose(() => watcher.close());
-    const base = { runner, keys, target, logger, senderId };
+    const base = { runner, keys, logger, senderId };
     const markerTtl = Math.max(60_000, 4 * Math.min(commitTimeoutMs, MAX_TIMER_MS));
-    const committer = new Committer({ ...base, clock: ctx.clock, commitTimeoutMs, markerTtl });
     return {
-      store: new RedisStore({ ...base, claimTtl, committer, watcher }),
+      store: new RedisStore({ ...base, claimTtl, watcher, clock: ctx.clock, commitTimeoutMs, markerTtl }),
       leases: new RedisLeases(base),
       cursors: new RedisCursors(base),
       capabilities: {

@@ -20,22 +20,10 @@ export interface ReplicaWait {
  * acquisition and renewal (a lost one lets a second holder in, or a repeated fencing token), and a cursor's
  * advance (a lost one re-runs an occurrence). Claims and recorded failures only steer deliveries.
  */
-const REPLICATED: ReadonlySet<LuaScriptName> = new Set([
-  'commit',
-  'lease-acquire',
-  'lease-renew',
-  'cursor-advance',
-]);
+const REPLICATED = new Set<LuaScriptName>(['commit', 'lease-acquire', 'lease-renew', 'cursor-advance']);
 
 /** How long loading the scripts into one master of a cluster may take before it is left to NOSCRIPT. */
 const MASTER_LOAD_MS = 2000;
-
-/** A server that computes another SHA for a script than the embedded one: not a server to run on. */
-class ScriptMismatchError extends Error {
-  constructor(name: string, sha: unknown, expected: string) {
-    super(`the server loaded script ${name} as ${String(sha)}, expected ${expected}`);
-  }
-}
 
 /** `pending`, or an error (`timedOut()`'s) after `ms`. */
 export function within<T>(
@@ -66,24 +54,17 @@ function isNoScript(error: unknown): boolean {
  * once that many replicas hold everything the connection wrote, and fails (transiently) otherwise.
  */
 export class ScriptRunner {
-  readonly #client: RedisClient;
-  readonly #timeoutMs: number | undefined;
-  readonly #wait: ReplicaWait | undefined;
-
   /**
    * `timeoutMs`, when given, bounds every call made through {@link ScriptRunner.call} (for clients whose own
    * `commandTimeout` duetime does not control): a command that never settles (ioredis drops unanswered
    * commands on reconnect when `autoResendUnfulfilledCommands` is off) becomes an error, not a hang.
    */
-  constructor(client: RedisClient, timeoutMs?: number, wait?: ReplicaWait) {
-    this.#client = client;
-    this.#timeoutMs = timeoutMs;
-    this.#wait = wait;
-  }
-
-  get client(): RedisClient {
-    return this.#client;
-  }
+  constructor(
+    readonly client: RedisClient,
+    readonly target = '',
+    readonly timeoutMs?: number,
+    readonly wait?: ReplicaWait,
+  ) {}
 
   /**
    * Loads every script (SCRIPT LOAD) and checks the server computes the same SHAs. On a cluster each node
@@ -95,15 +76,22 @@ export class ScriptRunner {
     const loadInto = async (node: RedisClient) => {
       for (const [name, script] of Object.entries(luaScripts)) {
         const sha = (await node.script('LOAD', script.source)) as unknown;
-        if (sha !== script.sha) throw new ScriptMismatchError(name, sha, script.sha);
+        // A server that computes another SHA than the embedded one: not a server to run on.
+        if (sha !== script.sha)
+          throw Object.assign(
+            new Error(`the server loaded script ${name} as ${sha}, expected ${script.sha}`),
+            {
+              mismatch: true,
+            },
+          );
       }
     };
-    const masters = this.#client instanceof Cluster ? this.#client.nodes('master') : [];
-    if (masters.length === 0) return loadInto(this.#client);
+    const masters = this.client instanceof Cluster ? this.client.nodes('master') : [];
+    if (masters.length === 0) return loadInto(this.client);
     const outcomes = await Promise.allSettled(masters.map((node) => within(MASTER_LOAD_MS, loadInto(node))));
     const loaded = outcomes.filter((o) => o.status === 'fulfilled').length;
     const failures = outcomes.flatMap((o) => (o.status === 'rejected' ? [o.reason as unknown] : []));
-    const mismatch = failures.find((e) => e instanceof ScriptMismatchError);
+    const mismatch = failures.find((e) => (e as { mismatch?: boolean }).mismatch);
     if (mismatch || loaded === 0) throw mismatch ?? failures[0];
   }
 
@@ -113,7 +101,7 @@ export class ScriptRunner {
     const command: Arg[] = [script.sha, keys.length];
     for (const key of keys) command.push(key);
     for (const arg of args) command.push(arg);
-    const wait = this.#wait && REPLICATED.has(name) ? this.#wait : undefined;
+    const wait = this.wait && REPLICATED.has(name) ? this.wait : undefined;
     if (wait) return this.#runAndWait(name, command.slice(1), wait);
     try {
       return await this.call((c) => c.call('EVALSHA', command));
@@ -145,8 +133,8 @@ export class ScriptRunner {
     if (scriptError) {
       // A pipeline whose commands got different replies is not redirected by ioredis: learn the new slot
       // owners, and let the caller's retry go there.
-      if (this.#client instanceof Cluster && /^(MOVED|ASK) /.test(scriptError.message))
-        this.#client.refreshSlotsCache();
+      if (this.client instanceof Cluster && /^(MOVED|ASK) /.test(scriptError.message))
+        this.client.refreshSlotsCache();
       throw scriptError;
     }
     if (waitError) throw waitError;
@@ -161,24 +149,33 @@ export class ScriptRunner {
 
   /** Runs one command on the client, bounded by the timeout when one is set. */
   call<T>(command: (client: RedisClient) => Promise<T>): Promise<T> {
-    const pending = command(this.#client);
-    if (this.#timeoutMs === undefined) return pending;
-    const ms = this.#timeoutMs;
+    const pending = command(this.client);
+    if (this.timeoutMs === undefined) return pending;
+    const ms = this.timeoutMs;
     return within(ms, pending, () => new Error(`Command timed out after ${ms} ms`));
   }
-}
 
-/** Runs script `name` through `s.runner`; a failure becomes duetime's error for `operation` on `s.target`. */
-export async function runScript(
-  s: { runner: ScriptRunner; target: string },
-  operation: string,
-  name: LuaScriptName,
-  keys: readonly string[],
-  args: readonly Arg[],
-): Promise<unknown> {
-  try {
-    return await s.runner.run(name, keys, args);
-  } catch (error) {
-    throw mapRedisError(error, operation, s.target);
+  /** Runs script `name`; a failure becomes duetime's error for `operation` (naming `key` for WRONGTYPE). */
+  async script(
+    operation: string,
+    name: LuaScriptName,
+    keys: readonly string[],
+    args: readonly Arg[],
+    key?: string,
+  ) {
+    try {
+      return await this.run(name, keys, args);
+    } catch (error) {
+      throw mapRedisError(error, operation, this.target, key);
+    }
+  }
+
+  /** Runs one command; a failure becomes duetime's error for `operation` (naming `key` for WRONGTYPE). */
+  async read<T>(operation: string, key: string, command: (client: RedisClient) => Promise<T>): Promise<T> {
+    try {
+      return await this.call(command);
+    } catch (error) {
+      throw mapRedisError(error, operation, this.target, key);
+    }
   }
 }

@@ -1,23 +1,31 @@
 import type {
-  Changes,
   Claimed,
   ClaimRequest,
   DeadLetterListQuery,
   DeadLetterRecord,
   Event,
   ListQuery,
-  Logger,
   Schedule,
   ScheduleHead,
   StoreAdapter,
   Unit,
   WatchEvent,
 } from '@duetime/core';
+import {
+  BackendError,
+  backoff,
+  type Changes,
+  type Clock,
+  ConflictError,
+  type ConflictKind,
+  isTransient,
+  type Logger,
+  retry,
+} from '@duetime/core';
 import { decodePairs, decodeStored, decodeStoredDeadLetter, decodeStoredEvent } from './codec.js';
-import type { Committer } from './commit.js';
-import { mapRedisError } from './errors.js';
+import { type Arg, encodeCommit, encodeSettlement, encodeWrites } from './commit.js';
 import type { KeySpace } from './keys.js';
-import { runScript, type ScriptRunner } from './scripts.js';
+import type { ScriptRunner } from './scripts.js';
 import type { ChangeWatcher } from './watch.js';
 
 /** Entries one `list` call examines at most, so a sparse prefix never blocks the server for long. */
@@ -34,16 +42,20 @@ export interface RedisUnit extends Unit<undefined> {
 export interface StoreSettings {
   runner: ScriptRunner;
   keys: KeySpace;
-  /** `host:port` for messages. */
-  target: string;
-  logger: Logger;
   /** Starts claim tokens: unique per backend instance. */
   senderId: string;
   /** Claim time to live in ms, or undefined when claims are off. */
   claimTtl: number | undefined;
-  committer: Committer;
   watcher: ChangeWatcher;
+  logger: Logger;
+  clock: Clock;
+  /** How long a commit keeps retrying through connection loss, in ms. */
+  commitTimeoutMs: number;
+  /** How long a commit's marker lives, in ms (longer than the retry window). */
+  markerTtl: number;
 }
+
+const KINDS: ReadonlySet<string> = new Set(['aggregate', 'schedule', 'version']);
 
 /**
  * The store adapter (buffered): a unit opens nothing; one `deliver` script call claims a page of due
@@ -55,6 +67,7 @@ export interface StoreSettings {
 export class RedisStore implements StoreAdapter<undefined, RedisUnit> {
   readonly #s: StoreSettings;
   #units = 0;
+  #commits = 0;
   readonly renew?: (unit: RedisUnit) => Promise<void>;
   readonly renewEveryMs?: number;
 
@@ -74,8 +87,7 @@ export class RedisStore implements StoreAdapter<undefined, RedisUnit> {
     const { keys, claimTtl, senderId } = this.#s;
     const token = claimTtl === undefined || !claim ? '' : `${senderId}.${(++this.#units).toString(36)}`;
     if (!claim) return { token };
-    const reply = (await runScript(
-      this.#s,
+    const reply = (await this.#s.runner.script(
       'claim due schedules',
       'deliver',
       [keys.due, keys.schedules, keys.claims],
@@ -98,15 +110,71 @@ export class RedisStore implements StoreAdapter<undefined, RedisUnit> {
     return { token, claimed };
   }
 
+  /**
+   * One `commit` script call: the plain writes as the first group (their conflict is thrown), then one group
+   * per settlement, whose conflicts are returned by key; the unit's claims end. The call carries an id
+   * unique to this instance, recorded with the changes (a marker key living `markerTtl`, holding the groups
+   * left out): a resend of a call whose reply was lost (by the retry here, or by ioredis after reconnecting)
+   * finds the marker, applies nothing and answers as the first run did.
+   */
   async commit(unit: RedisUnit, changes: Changes): Promise<ReadonlyMap<string, Error>> {
+    const rejected = new Map<string, Error>();
+    const plain = changes.writes.length > 0;
+    if (!plain && changes.settlements.length === 0) return rejected;
+    const commitId = `${this.#s.senderId}.${(++this.#commits).toString(36)}`;
     const claimed = unit.claimed?.map((s) => s.key) ?? [];
+    const { keys, args } = encodeCommit(this.#s, commitId, { token: unit.token, claimed }, (list) => [
+      ...(plain ? [encodeWrites(changes.writes, list)] : []),
+      ...changes.settlements.map((s) => encodeSettlement(s, list)),
+    ]);
+    let reply: unknown;
     try {
-      return await this.#s.committer.commit(unit.token, claimed, changes);
+      reply = await this.#send(keys, args);
     } catch (error) {
       // Applied once or not at all: releasing never undoes a consumption, so the claims end either way.
       await this.rollback(unit).catch(() => {});
       throw error;
     }
+    const unexpected = () =>
+      new BackendError('commit', `unexpected reply from the commit script: ${JSON.stringify(reply)}`);
+    if (!Array.isArray(reply) || (reply.length - 1) % 3 !== 0) throw unexpected();
+    if (reply[0] === 'duplicate')
+      this.#s.logger.debug('redis commit was already applied; a resend was recognised', { commitId });
+    else if (reply[0] !== 'ok') throw unexpected();
+    for (let i = 1; i < reply.length; i += 3) {
+      const group = Number(reply[i]) - (plain ? 1 : 0);
+      const kind = reply[i + 1] as ConflictKind;
+      const settlement = changes.settlements[group - 1];
+      if (!KINDS.has(kind) || (group !== 0 && !settlement)) throw unexpected();
+      const conflict = new ConflictError(kind, String(reply[i + 2]));
+      if (!settlement) throw conflict;
+      rejected.set(settlement.schedule.key, conflict);
+    }
+    return rejected;
+  }
+
+  /** Sends a commit, again after a transient failure, for `commitTimeoutMs`. */
+  #send(keys: string[], args: Arg[]): Promise<unknown> {
+    const { runner, logger } = this.#s;
+    return retry(
+      (attempt) =>
+        runner.script('commit', 'commit', keys, args).catch((error: unknown) => {
+          if (isTransient(error)) logger.warn('redis commit failed; retrying', { attempt, error });
+          throw error;
+        }),
+      {
+        clock: this.#s.clock,
+        retryIf: isTransient,
+        deadlineMs: this.#s.commitTimeoutMs,
+        delayMs: backoff({ initialMs: 50, maxMs: 1000, jitter: 0.5 }),
+        onGiveUp: (error, elapsed, attempts) =>
+          new BackendError(
+            'commit',
+            `gave up after ${attempts} attempts in ${elapsed} ms (${(error as Error).message}); the commit was not confirmed: if an attempt reached the server it applied once, otherwise not at all`,
+            { cause: error, transient: true },
+          ),
+      },
+    );
   }
 
   async rollback(unit: RedisUnit): Promise<void> {
@@ -116,12 +184,12 @@ export class RedisStore implements StoreAdapter<undefined, RedisUnit> {
   }
 
   #claims(operation: string, script: 'claim-renew' | 'claim-release', args: (string | number)[]) {
-    return runScript(this.#s, operation, script, [this.#s.keys.claims], args);
+    return this.#s.runner.script(operation, script, [this.#s.keys.claims], args);
   }
 
   async loadEvents(aggregateId: string): Promise<Event[]> {
     const key = this.#s.keys.events(aggregateId);
-    const raw = await this.#read(`load events of ${JSON.stringify(aggregateId)}`, key, (c) =>
+    const raw = await this.#s.runner.read(`load events of ${JSON.stringify(aggregateId)}`, key, (c) =>
       c.lrange(key, 0, -1),
     );
     return raw.map((value) => decodeStoredEvent(aggregateId, value, key));
@@ -129,7 +197,7 @@ export class RedisStore implements StoreAdapter<undefined, RedisUnit> {
 
   async loadSchedule(key: string): Promise<Schedule | undefined> {
     const { schedules } = this.#s.keys;
-    const value = await this.#read(`load schedule ${JSON.stringify(key)}`, schedules, (c) =>
+    const value = await this.#s.runner.read(`load schedule ${JSON.stringify(key)}`, schedules, (c) =>
       c.hget(schedules, key),
     );
     return value === null ? undefined : decodeStored(key, value, schedules);
@@ -144,8 +212,7 @@ export class RedisStore implements StoreAdapter<undefined, RedisUnit> {
     const items: ScheduleHead[] = [];
     let after = query.after && { at: order === 'key' ? 0 : query.after.at, key: query.after.key };
     for (;;) {
-      const reply = (await runScript(
-        this.#s,
+      const reply = (await this.#s.runner.script(
         'list schedules',
         'list',
         [index, keys.schedules, keys.index],
@@ -171,8 +238,7 @@ export class RedisStore implements StoreAdapter<undefined, RedisUnit> {
   /** One `dead-list` script call: a ZRANGE BYLEX page of the dead-letter index and the records with it. */
   async listDeadLetters(query: DeadLetterListQuery): Promise<DeadLetterRecord[]> {
     const { keys } = this.#s;
-    const reply = (await runScript(
-      this.#s,
+    const reply = (await this.#s.runner.script(
       'list dead letters',
       'dead-list',
       [keys.dead, keys.deadIndex],
@@ -186,13 +252,5 @@ export class RedisStore implements StoreAdapter<undefined, RedisUnit> {
 
   watch(listener: (event: WatchEvent) => void): () => void {
     return this.#s.watcher.watch(listener);
-  }
-
-  async #read<T>(operation: string, key: string, call: (client: ScriptRunner['client']) => Promise<T>) {
-    try {
-      return await this.#s.runner.call(call);
-    } catch (error) {
-      throw mapRedisError(error, operation, this.#s.target, key);
-    }
   }
 }

@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { type Backend, type Message, systemClock } from '@duetime/core';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach } from 'vitest';
-import { Committer } from '../src/commit.js';
 import { createRedisBackend, KeySpace, type RedisBackendOptions } from '../src/index.js';
 import { ScriptRunner } from '../src/scripts.js';
 import { RedisStore } from '../src/store.js';
@@ -110,14 +109,13 @@ export async function openAdapter(
   await runner.load();
   const logger = { debug() {}, info() {}, warn() {}, error() {} };
   const senderId = options.senderId ?? randomBytes(6).toString('hex');
-  const committer = new Committer({
-    ...{ runner, keys, target: 'test', logger, clock: systemClock, senderId },
-    ...{ commitTimeoutMs: options.commitTimeoutMs ?? 0, markerTtl: 60_000 },
-  });
   const watcher = new ChangeWatcher({ client, channel: keys.channel, senderId, logger });
   fx.closeLater({ close: async () => watcher.close() });
   const claimTtl = 'claimTtl' in options ? options.claimTtl : 5000;
-  return new RedisStore({ runner, keys, target: 'test', logger, senderId, claimTtl, committer, watcher });
+  return new RedisStore({
+    ...{ runner, keys, senderId, claimTtl, watcher, logger, clock: systemClock },
+    ...{ commitTimeoutMs: options.commitTimeoutMs ?? 0, markerTtl: 60_000 },
+  });
 }
 
 function disconnecting(client: Redis): Redis & { close(): Promise<void> } {
