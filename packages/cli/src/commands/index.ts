@@ -37,9 +37,9 @@ export const COMMANDS: readonly CliCommand[] = [
   },
   {
     name: 'schedules',
-    synopsis: 'schedules list|show|cancel|pause|resume|trigger|retry|discard',
+    synopsis: 'schedules <subcommand>',
     summary:
-      'inspect, cancel, pause, resume and trigger schedules; retry and discard dead letters (never creates a store)',
+      'list, show, cancel, pause, resume or trigger schedules; retry or discard dead letters (never creates a store)',
     help: schedulesHelp,
     run: schedulesCommand,
   },

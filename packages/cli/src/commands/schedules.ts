@@ -413,7 +413,7 @@ so and exit 1 (duetime run creates it).
   --as <key>        retry: schedule it under another key
   --yes, -y         cancel several schedules without asking
   --note <text>     pause: a note kept with the pause (shown by show)
-  --catch-up <rule> resume: what to do with occurrences missed while paused: latest (run the latest),
+  --catch-up <how>  resume: what to do with occurrences missed while paused: latest (run the latest),
                     skip (run none) or n (run at most the n latest); default the schedule's own rule
   --json            print data as JSON
   --backend <url>   sqlite:./duetime.db (default), postgres://…, redis://…, nats://… (or DUETIME_BACKEND);
