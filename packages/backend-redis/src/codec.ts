@@ -22,8 +22,7 @@ import {
  * version does not know was written by a newer one: reading it fails with a CorruptDataError saying so.
  */
 const HEADER = /^(\d+) (-?\d+) (-?\d+) (\d+) /;
-const BRACE = 0x7b;
-const SPACE = 0x20;
+const FIELD = /^([a-z])(\d{1,9}) /;
 
 /** The state's field tag (`r` or `s`) and its JSON, or `''` twice for none. */
 export function encodeState(state: StoredState | undefined): [string, string] {
@@ -32,80 +31,44 @@ export function encodeState(state: StoredState | undefined): [string, string] {
 }
 
 /**
- * Reads a stored schedule; `where` names the hash, for errors. A value cut to its header (a `heads` list)
- * gives a head without message.
+ * Reads a stored schedule; `where` names the hash, for errors. With `heads`, a value cut to its header (a
+ * `heads` list) gives a head without message.
  */
-export function decodeStored(key: string, value: unknown, where: string): Schedule;
-export function decodeStored(key: string, value: unknown, where: string, heads: true): ScheduleHead;
-export function decodeStored(key: string, value: unknown, where: string, heads = false): ScheduleHead {
+export function decodeStored(key: string, value: unknown, where: string, heads = false): Schedule {
   if (typeof value !== 'string')
     throw new CorruptDataError(`key ${where} has an index entry for ${JSON.stringify(key)} but no schedule`);
-  const field = `key ${where} field ${JSON.stringify(key)}`;
-  const bad = (why = 'does not hold a duetime schedule') => new CorruptDataError(`${field} ${why}`);
+  const bad = (why = 'does not hold a duetime schedule') =>
+    new CorruptDataError(`key ${where} field ${JSON.stringify(key)} ${why}`);
   const header = HEADER.exec(value);
   if (!header) throw bad();
   const [, version, at, dueAt, attempts] = header;
-  let rest = value.slice(header[0].length);
-  if (heads && rest === '')
-    return { key, at: new Date(+at!), dueAt: new Date(+dueAt!), version: +version!, attempts: +attempts! };
-  let recurrence: string | undefined;
-  let lastError: string | undefined;
-  if (rest.length > 0 && rest.charCodeAt(0) !== BRACE) {
-    // Optional fields: their lengths are in bytes, so they are read from the UTF-8 bytes.
-    const bytes = Buffer.from(rest, 'utf8');
-    let pos = 0;
-    while (pos < bytes.length && bytes[pos] !== BRACE) {
-      const tag = bytes[pos]!;
-      let end = pos + 1;
-      let length = 0;
-      while (end < bytes.length && bytes[end]! >= 0x30 && bytes[end]! <= 0x39 && end - pos <= 9)
-        length = length * 10 + (bytes[end++]! - 0x30);
-      const start = end + 1;
-      if (
-        tag < 0x61 ||
-        tag > 0x7a ||
-        end === pos + 1 ||
-        bytes[end] !== SPACE ||
-        start + length >= bytes.length ||
-        bytes[start + length] !== SPACE
-      )
-        throw bad();
-      const content = bytes.toString('utf8', start, start + length);
-      if (tag === 0x72 || tag === 0x73) recurrence = content;
-      else if (tag === 0x65) lastError = content;
-      else
-        throw bad(
-          `holds a field (${String.fromCharCode(tag)}) this version of duetime cannot read: it was written by a newer version`,
-        );
-      pos = start + length + 1;
-    }
-    rest = bytes.toString('utf8', pos);
+  const fields = { key, at: +at!, dueAt: +dueAt!, version: +version!, attempts: +attempts! };
+  if (heads && value.length === header[0].length)
+    return { ...fields, at: new Date(fields.at), dueAt: new Date(fields.dueAt) } as Schedule;
+  // Optional fields: their lengths are in bytes, so they are read from the bytes (one character each).
+  let rest = Buffer.from(value.slice(header[0].length), 'utf8').toString('latin1');
+  const optional: Record<string, string> = {};
+  for (let m = FIELD.exec(rest); m; m = FIELD.exec(rest)) {
+    const end = m[0].length + Number(m[2]);
+    if (rest[end] !== ' ') throw bad();
+    if (!'rse'.includes(m[1]!))
+      throw bad(
+        `holds a field (${m[1]}) this version of duetime cannot read: it was written by a newer version`,
+      );
+    optional[m[1]!] = Buffer.from(rest.slice(m[0].length, end), 'latin1').toString('utf8');
+    rest = rest.slice(end + 1);
   }
-  if (parseJson(rest) === undefined) throw bad();
-  return decodeSchedule(
-    {
-      key,
-      at: +at!,
-      dueAt: +dueAt!,
-      version: +version!,
-      attempts: +attempts!,
-      message: rest,
-      lastError,
-      recurrence,
-    },
-    `key ${where}`,
-  );
+  const message = Buffer.from(rest, 'latin1').toString('utf8');
+  if (!message.startsWith('{') || parseJson(message) === undefined) throw bad();
+  const recurrence = optional.r ?? optional.s;
+  return decodeSchedule({ ...fields, message, lastError: optional.e, recurrence }, `key ${where}`);
 }
 
 /** Decodes a flat `[key1, value1, key2, value2, ...]` reply into schedules (heads, with `heads`). */
 export function decodePairs(reply: unknown[], where: string, heads = false): ScheduleHead[] {
   const out: ScheduleHead[] = [];
   for (let i = 0; i + 1 < reply.length; i += 2)
-    out.push(
-      heads
-        ? decodeStored(String(reply[i]), reply[i + 1], where, true)
-        : decodeStored(String(reply[i]), reply[i + 1], where),
-    );
+    out.push(decodeStored(String(reply[i]), reply[i + 1], where, heads));
   return out;
 }
 

@@ -7,11 +7,6 @@ const AUTH_REPLY = /^(NOAUTH|WRONGPASS|NOPERM)\b/;
 // Redis appends where a script raised an error; the key named before it is what matters.
 const SCRIPT_SUFFIX = / script: [0-9a-f]+, on @user_script:\d+\.?$/;
 
-/** Whether the error is a reply from the server (as opposed to a lost or refused connection). */
-function isReply(error: Error): boolean {
-  return error.name === 'ReplyError';
-}
-
 // What ioredis and Node say when the connection, not the command, failed.
 const CONNECTION_MESSAGE =
   /Connection is closed|Command timed out|Stream isn't writeable|max retries per request|ECONN|EPIPE|ETIMEDOUT|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|socket/i;
@@ -35,7 +30,7 @@ export function mapRedisError(error: unknown, operation: string, target: string,
   if (!(error instanceof Error))
     return new BackendError(operation, `${String(error)} (redis ${target})`, { cause: error });
   const message = error.message.replace(SCRIPT_SUFFIX, '');
-  if (isReply(error)) {
+  if (error.name === 'ReplyError') {
     if (message.startsWith('DUETIME_CORRUPT '))
       return new CorruptDataError(
         `${operation}: ${message.slice('DUETIME_CORRUPT '.length)} (redis ${target}); duetime never overwrites it: remove or rename that key, or use another prefix`,

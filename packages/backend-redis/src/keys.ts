@@ -26,46 +26,39 @@ export function storePrefix(value: unknown, field = 'options.prefix'): string {
  * live in one Redis Cluster slot and one Lua script may touch any of them.
  */
 export class KeySpace {
-  readonly prefix: string;
   /** `{prefix}:`, the start of every key. */
   readonly base: string;
-  /**
-   * Hash: schedule key -> `version at dueAt attempts [optional fields] message-JSON` (the recurrence of a
-   * recurring schedule, the error of the last failed attempt; see codec.ts).
-   */
+  /** Hash: schedule key -> `version at dueAt attempts [optional fields] message-JSON` (see codec.ts). */
   readonly schedules: string;
-  /** Sorted set of schedule keys scored by `dueAt` (what deliveries claim from). */
+  /** Sorted sets of schedule keys scored by `dueAt` (what deliveries claim from), and by `at`. */
   readonly due: string;
-  /** Sorted set of schedule keys scored by `at` (listing order). */
   readonly at: string;
-  /** Sorted set of schedule keys, every score 0, for literal prefix ranges (ZRANGEBYLEX). */
+  /** Sorted set of schedule keys, every score 0: key order and literal prefix ranges (ZRANGEBYLEX). */
   readonly index: string;
-  /** The store-wide version counter (INCR). */
+  /** The store-wide version counter, and the store-wide fencing-token counter of leases (INCR). */
   readonly version: string;
-  /** The store-wide fencing-token counter for leases (INCR). */
   readonly leaseToken: string;
   /** Pub/sub channel announcing commits that put schedules. */
   readonly channel: string;
   /** Hash: schedule key -> `token version claimedUntil` of the unit that claimed it (server clock, ms). */
   readonly claims: string;
-  /** Hash: schedule key -> its dead letter, as JSON. */
+  /** Hash: schedule key -> its dead letter, as JSON; and the dead letters' key index (like `index`). */
   readonly dead: string;
-  /** Sorted set of dead-letter keys, every score 0: key order and literal prefix ranges (ZRANGEBYLEX). */
   readonly deadIndex: string;
 
-  constructor(prefix: string) {
-    this.prefix = prefix;
-    this.base = `{${prefix}}:`;
-    this.schedules = `${this.base}schedules`;
-    this.due = `${this.base}due`;
-    this.at = `${this.base}at`;
-    this.index = `${this.base}index`;
-    this.version = `${this.base}version`;
-    this.leaseToken = `${this.base}lease-token`;
-    this.channel = `${this.base}changes`;
-    this.claims = `${this.base}claims`;
-    this.dead = `${this.base}dead`;
-    this.deadIndex = `${this.base}dead-index`;
+  constructor(readonly prefix: string) {
+    const base = `{${prefix}}:`;
+    this.base = base;
+    this.schedules = `${base}schedules`;
+    this.due = `${base}due`;
+    this.at = `${base}at`;
+    this.index = `${base}index`;
+    this.version = `${base}version`;
+    this.leaseToken = `${base}lease-token`;
+    this.channel = `${base}changes`;
+    this.claims = `${base}claims`;
+    this.dead = `${base}dead`;
+    this.deadIndex = `${base}dead-index`;
   }
 
   /** List of an aggregate's events, as JSON, in sequence order. */
@@ -81,7 +74,7 @@ export class KeySpace {
     return `${this.base}cursor:${key}`;
   }
 
-  /** Marks a commit as applied, so a retry of the same commit is recognised. */
+  /** Marks a commit as applied, so a resend of the same commit is recognised. */
   marker(commitId: string): string {
     return `${this.base}tx:${commitId}`;
   }

@@ -32,12 +32,10 @@ export function within<T>(
   timedOut = () => new Error(`no answer within ${ms} ms`),
 ): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    pending,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(timedOut()), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(timedOut()), ms);
+  });
+  return Promise.race([pending, expired]).finally(() => clearTimeout(timer));
 }
 
 function isNoScript(error: unknown): boolean {

@@ -1,26 +1,24 @@
-import type {
-  Claimed,
-  ClaimRequest,
-  DeadLetterListQuery,
-  DeadLetterRecord,
-  Event,
-  ListQuery,
-  Schedule,
-  ScheduleHead,
-  StoreAdapter,
-  Unit,
-  WatchEvent,
-} from '@duetime/core';
 import {
   BackendError,
   backoff,
   type Changes,
+  type Claimed,
+  type ClaimRequest,
   type Clock,
   ConflictError,
   type ConflictKind,
+  type DeadLetterListQuery,
+  type DeadLetterRecord,
+  type Event,
   isTransient,
+  type ListQuery,
   type Logger,
   retry,
+  type Schedule,
+  type ScheduleHead,
+  type StoreAdapter,
+  type Unit,
+  type WatchEvent,
 } from '@duetime/core';
 import { decodePairs, decodeStored, decodeStoredDeadLetter, decodeStoredEvent } from './codec.js';
 import { type Arg, encodeCommit, encodeSettlement, encodeWrites } from './commit.js';
@@ -42,16 +40,15 @@ export interface RedisUnit extends Unit<undefined> {
 export interface StoreSettings {
   runner: ScriptRunner;
   keys: KeySpace;
-  /** Starts claim tokens: unique per backend instance. */
+  /** Unique per backend instance: starts claim tokens and commit ids, names this sender on the channel. */
   senderId: string;
   /** Claim time to live in ms, or undefined when claims are off. */
   claimTtl: number | undefined;
   watcher: ChangeWatcher;
   logger: Logger;
   clock: Clock;
-  /** How long a commit keeps retrying through connection loss, in ms. */
+  /** How long a commit keeps retrying through connection loss, and how long its marker lives, in ms. */
   commitTimeoutMs: number;
-  /** How long a commit's marker lives, in ms (longer than the retry window). */
   markerTtl: number;
 }
 
@@ -212,21 +209,14 @@ export class RedisStore implements StoreAdapter<undefined, RedisUnit> {
     const items: ScheduleHead[] = [];
     let after = query.after && { at: order === 'key' ? 0 : query.after.at, key: query.after.key };
     for (;;) {
+      const args = [through?.getTime() ?? '', prefix ?? '', after?.at ?? '', after?.key ?? ''];
+      args.push(limit - items.length, LIST_BUDGET, LIST_SORT_LIMIT);
+      args.push(recurring === undefined ? '' : recurring ? '1' : '0', heads ? '1' : '');
       const reply = (await this.#s.runner.script(
         'list schedules',
         'list',
         [index, keys.schedules, keys.index],
-        [
-          through ? String(through.getTime()) : '',
-          prefix ?? '',
-          after ? String(after.at) : '',
-          after ? after.key : '',
-          limit - items.length,
-          LIST_BUDGET,
-          LIST_SORT_LIMIT,
-          recurring === undefined ? '' : recurring ? '1' : '0',
-          heads ? '1' : '',
-        ],
+        args,
       )) as unknown[];
       const [done, resumeAt, resumeKey] = reply;
       items.push(...decodePairs(reply.slice(3), keys.schedules, heads));
