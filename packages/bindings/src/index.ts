@@ -10,6 +10,7 @@
  * | Knex           | `@duetime/bindings/knex`            | `fromKnex`       |
  * | Drizzle        | `@duetime/bindings/drizzle`         | `fromDrizzle`    |
  * | TypeORM        | `@duetime/bindings/typeorm`         | `fromTypeORM`    |
+ * | Prisma         | `@duetime/bindings/prisma`          | `fromPrisma`     |
  *
  * A binding turns the library's transaction into an {@link SqlExecutor}; `store.join(executor, fn)` runs
  * duetime's writes in that transaction, so they commit and roll back with the application's.

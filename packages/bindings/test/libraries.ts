@@ -1,3 +1,4 @@
+import { PrismaPg } from '@prisma/adapter-pg';
 import { drizzle as drizzleNodePg } from 'drizzle-orm/node-postgres';
 import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js';
 import knexFactory from 'knex';
@@ -11,6 +12,7 @@ import { fromKnex } from '../src/knex.js';
 import { fromKysely } from '../src/kysely.js';
 import { fromPg } from '../src/pg.js';
 import { fromPostgresJs } from '../src/postgres-js.js';
+import { fromPrisma } from '../src/prisma.js';
 import { fromTypeORM } from '../src/typeorm.js';
 
 /** The server the tests use (trust auth, database `test`); DUETIME_PG_URL overrides it. */
@@ -119,6 +121,18 @@ export const LIBRARIES: Record<string, Opener> = {
       notTransactions: async () => [db],
       bind: (handle) => fromDrizzle(handle as never),
       close: () => sql.end(),
+    };
+  },
+  Prisma: async () => {
+    // Generated before the tests run (package.json `pretest`): Prisma's client for test/prisma/schema.prisma.
+    const { PrismaClient } = await import('./prisma/generated/client.js');
+    const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: urlWithUser() }) });
+    return {
+      name: 'Prisma',
+      transaction: (fn) => prisma.$transaction((tx) => fn(fromPrisma(tx), tx)),
+      notTransactions: async () => [prisma, 'prisma'],
+      bind: (handle) => fromPrisma(handle as never),
+      close: () => prisma.$disconnect(),
     };
   },
   TypeORM: async () => {
