@@ -17,7 +17,6 @@ import { KeySpace, storePrefix } from './keys.js';
 import { RedisCursors, RedisLeases } from './leases.js';
 import { type RedisClient, type ReplicaWait, ScriptRunner } from './scripts.js';
 import { RedisStore, type RedisUnit } from './store.js';
-import { ChangeWatcher } from './watch.js';
 
 /** Where the backend connects: a URL (it creates and closes its own client) or the application's client. */
 export type RedisConnection = { url: string; client?: undefined } | { client: RedisClient; url?: undefined };
@@ -124,13 +123,14 @@ const factory = defineBackend<RedisConnection, RedisBackendOptions, Resolved, un
         );
     });
     const senderId = randomBytes(8).toString('base64url');
-    const connectionName = owned ? { connectionName: `duetime-watch:${prefix}` } : {};
-    const watcher = new ChangeWatcher({ client, channel: keys.channel, senderId, logger, ...connectionName });
-    ctx.onClose(() => watcher.close());
+    const watchName = owned ? { connectionName: `duetime-watch:${prefix}` } : {};
+    const watch = { client, channel: keys.channel, senderId, logger, ...watchName };
     const base = { runner, keys, logger, senderId };
     const markerTtl = Math.max(60_000, 4 * Math.min(commitTimeoutMs, MAX_TIMER_MS));
+    const store = new RedisStore({ ...base, claimTtl, watch, clock: ctx.clock, commitTimeoutMs, markerTtl });
+    ctx.onClose(() => store.stopWatching());
     return {
-      store: new RedisStore({ ...base, claimTtl, watcher, clock: ctx.clock, commitTimeoutMs, markerTtl }),
+      store,
       leases: new RedisLeases(base),
       cursors: new RedisCursors(base),
       capabilities: {

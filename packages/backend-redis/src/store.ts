@@ -24,7 +24,7 @@ import { decodePairs, decodeStored, decodeStoredDeadLetter, decodeStoredEvent } 
 import { type Arg, encodeCommit, encodeSettlement, encodeWrites } from './commit.js';
 import type { KeySpace } from './keys.js';
 import type { ScriptRunner } from './scripts.js';
-import type { ChangeWatcher } from './watch.js';
+import { type WatchSettings, watchChanges } from './watch.js';
 
 /** Entries one `list` call examines at most, so a sparse prefix never blocks the server for long. */
 const LIST_BUDGET = 4096;
@@ -44,7 +44,7 @@ export interface StoreSettings {
   senderId: string;
   /** Claim time to live in ms, or undefined when claims are off. */
   claimTtl: number | undefined;
-  watcher: ChangeWatcher;
+  watch: WatchSettings;
   logger: Logger;
   clock: Clock;
   /** How long a commit keeps retrying through connection loss, and how long its marker lives, in ms. */
@@ -65,6 +65,7 @@ export class RedisStore implements StoreAdapter<undefined, RedisUnit> {
   readonly #s: StoreSettings;
   #units = 0;
   #commits = 0;
+  readonly #watching = new Set<() => void>();
   readonly renew?: (unit: RedisUnit) => Promise<void>;
   readonly renewEveryMs?: number;
 
@@ -241,6 +242,17 @@ export class RedisStore implements StoreAdapter<undefined, RedisUnit> {
   }
 
   watch(listener: (event: WatchEvent) => void): () => void {
-    return this.#s.watcher.watch(listener);
+    const stop = watchChanges(this.#s.watch, listener);
+    this.#watching.add(stop);
+    return () => {
+      this.#watching.delete(stop);
+      stop();
+    };
+  }
+
+  /** Stops every subscriber (the backend is closing). */
+  stopWatching(): void {
+    for (const stop of this.#watching) stop();
+    this.#watching.clear();
   }
 }

@@ -5,7 +5,6 @@ import { afterAll, afterEach } from 'vitest';
 import { createRedisBackend, KeySpace, type RedisBackendOptions } from '../src/index.js';
 import { ScriptRunner } from '../src/scripts.js';
 import { RedisStore } from '../src/store.js';
-import { ChangeWatcher } from '../src/watch.js';
 import { assertRedisReachable, dropStore, redisUrl } from './adapter.js';
 
 export { redisUrl };
@@ -109,13 +108,14 @@ export async function openAdapter(
   await runner.load();
   const logger = { debug() {}, info() {}, warn() {}, error() {} };
   const senderId = options.senderId ?? randomBytes(6).toString('hex');
-  const watcher = new ChangeWatcher({ client, channel: keys.channel, senderId, logger });
-  fx.closeLater({ close: async () => watcher.close() });
+  const watch = { client, channel: keys.channel, senderId, logger };
   const claimTtl = 'claimTtl' in options ? options.claimTtl : 5000;
-  return new RedisStore({
-    ...{ runner, keys, senderId, claimTtl, watcher, logger, clock: systemClock },
+  const store = new RedisStore({
+    ...{ runner, keys, senderId, claimTtl, watch, logger, clock: systemClock },
     ...{ commitTimeoutMs: options.commitTimeoutMs ?? 0, markerTtl: 60_000 },
   });
+  fx.closeLater({ close: async () => store.stopWatching() });
+  return store;
 }
 
 function disconnecting(client: Redis): Redis & { close(): Promise<void> } {
