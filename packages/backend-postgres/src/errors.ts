@@ -20,32 +20,20 @@ export function describeTarget(target: ConnectionTarget): string {
 // SQLSTATE classes and codes (https://www.postgresql.org/docs/15/errcodes-appendix.html).
 const SERIALIZATION_FAILURE = '40001';
 const DEADLOCK_DETECTED = '40P01';
-/** The server or the connection went away, or is not accepting work yet: retrying later may succeed. */
-const TRANSIENT_CODES = new Set([
-  '57P01', // admin_shutdown (pg_terminate_backend, smart/fast shutdown)
-  '57P02', // crash_shutdown
-  '57P03', // cannot_connect_now (starting up, recovery)
-  '57P05', // idle_session_timeout
-  '25P03', // idle_in_transaction_session_timeout
-  '53300', // too_many_connections
-  '53400', // configuration_limit_exceeded
-  '57014', // query_canceled (statement_timeout, pg_cancel_backend)
-  '55P03', // lock_not_available (lock_timeout)
-  '58000', // system_error
-  '58030', // io_error
-]);
-const NODE_TRANSIENT = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ECONNABORTED',
-  'ETIMEDOUT',
-  'EPIPE',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'ENETDOWN',
-  'EAI_AGAIN',
-  'ENOTFOUND',
-]);
+/**
+ * The server or the connection went away, or is not accepting work yet: retrying later may succeed.
+ * admin_shutdown, crash_shutdown, cannot_connect_now, idle_session_timeout,
+ * idle_in_transaction_session_timeout, too_many_connections, configuration_limit_exceeded,
+ * query_canceled, lock_not_available, system_error, io_error.
+ */
+const TRANSIENT_CODES = new Set(
+  '57P01 57P02 57P03 57P05 25P03 53300 53400 57014 55P03 58000 58030'.split(' '),
+);
+const NODE_TRANSIENT = new Set(
+  'ECONNREFUSED ECONNRESET ECONNABORTED ETIMEDOUT EPIPE EHOSTUNREACH ENETUNREACH ENETDOWN EAI_AGAIN ENOTFOUND'.split(
+    ' ',
+  ),
+);
 /** Messages pg uses for a socket that closed or never opened (these errors carry no code). */
 const CONNECTION_MESSAGES =
   /Connection terminated|connection timeout|timeout exceeded when trying to connect|not queryable|Client was closed|Connection closed/i;

@@ -142,16 +142,8 @@ export class Writer {
   async #putIfVersion(w: Put): Promise<number> {
     const rows = new Rows();
     rows.add(w.key, w.at, w.dueAt ?? w.at, w.message, w.recurrence);
-    const [, at, dueAt, message, state, recurring] = rows.params() as unknown[][];
-    const result = await this.#run('schedule', this.#sql.schedules.putIfVersion, [
-      w.key,
-      at![0],
-      dueAt![0],
-      message![0],
-      state![0],
-      recurring![0],
-      w.ifVersion,
-    ]);
+    const params = [...rows.params().map((column) => (column as unknown[])[0]), w.ifVersion];
+    const result = await this.#run('schedule', this.#sql.schedules.putIfVersion, params);
     if (result.rowCount !== 1) throw new ConflictError('version', w.key);
     this.#note(rows.earliest);
     return 1;

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { effects, freshNamespace, waitFor } from '@duetime/conformance';
-import { BackendError, ClosedError, type Message } from '@duetime/core';
+import { BackendError, ClosedError, InvalidArgumentError, type Message } from '@duetime/core';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresBackend } from '../src/index.js';
@@ -249,6 +249,50 @@ describe('buffered puts inside a transaction', () => {
       expect(await backend.store.listSchedules()).toEqual([]);
     } finally {
       await backend.close();
+    }
+  });
+});
+
+describe('store.join: inside a transaction the application began', () => {
+  it('commits with the application, rolls back with it, and refuses a client outside a transaction', async () => {
+    const { schema, pool, backend, orders } = await withAppTable();
+    const client = await pool.connect();
+    try {
+      const at = new Date(Date.now() + HOUR);
+      await client.query('BEGIN');
+      await client.query(`INSERT INTO "${schema}".orders VALUES ('ORD-J', 'placed')`);
+      await backend.store.join(client, (tx) => tx.schedule('join/kept', at, msg('ORD-J')));
+      // Not committed yet: other sessions do not see it.
+      expect(await backend.store.loadSchedule('join/kept')).toBeUndefined();
+      await client.query('COMMIT');
+      expect(await orders()).toEqual([{ id: 'ORD-J', status: 'placed' }]);
+      expect((await backend.store.loadSchedule('join/kept'))?.at).toEqual(at);
+
+      await client.query('BEGIN');
+      await backend.store.join(client, (tx) => tx.schedule('join/dropped', at, msg('x')));
+      await client.query('ROLLBACK');
+      expect(await backend.store.loadSchedule('join/dropped')).toBeUndefined();
+
+      // A failing function undoes only duetime's writes; the application's transaction goes on.
+      await client.query('BEGIN');
+      await client.query(`INSERT INTO "${schema}".orders VALUES ('ORD-K', 'placed')`);
+      await expect(
+        backend.store.join(client, async (tx) => {
+          await tx.schedule('join/undone', at, msg('y'));
+          throw new Error('no');
+        }),
+      ).rejects.toThrow('no');
+      await client.query('COMMIT');
+      expect((await orders()).map((o) => o.id)).toEqual(['ORD-J', 'ORD-K']);
+      expect(await backend.store.loadSchedule('join/undone')).toBeUndefined();
+
+      const outside = await backend.store.join(client, () => 1).catch((error: unknown) => error);
+      expect(outside).toBeInstanceOf(InvalidArgumentError);
+      expect((outside as InvalidArgumentError).field).toBe('handle');
+    } finally {
+      client.release();
+      await backend.close();
+      await pool.end();
     }
   });
 });
