@@ -3,7 +3,7 @@ import {
   type Backend,
   type Clock,
   defineBackend,
-  duration,
+  durationOption,
   InvalidArgumentError,
   type Logger,
   MAX_TIMER_MS,
@@ -166,22 +166,22 @@ export function createRedisBackend(
 }
 
 function claimSetting(claims: unknown): { claimTtl: number | undefined; claimsTtlRenamed: boolean } {
-  if (claims === undefined || claims === true) return { claimTtl: 5000, claimsTtlRenamed: false };
   if (claims === false) return { claimTtl: undefined, claimsTtlRenamed: false };
-  if (typeof claims !== 'object' || claims === null || Array.isArray(claims))
+  if (
+    claims !== undefined &&
+    claims !== true &&
+    (typeof claims !== 'object' || !claims || Array.isArray(claims))
+  )
     throw new InvalidArgumentError('options.claims', claims, 'must be a boolean or { ttlMs }');
-  const { ttlMs, ttl } = claims as { ttlMs?: unknown; ttl?: unknown };
+  const { ttlMs, ttl } = (typeof claims === 'object' ? claims : {}) as { ttlMs?: unknown; ttl?: unknown };
   if (ttl !== undefined && ttlMs !== undefined)
     throw new InvalidArgumentError(
       'options.claims.ttl',
       ttl,
       'is the old name of options.claims.ttlMs; give only ttlMs',
     );
-  const [field, value] = ttl !== undefined ? ['options.claims.ttl', ttl] : ['options.claims.ttlMs', ttlMs];
-  return {
-    claimTtl: value === undefined ? 5000 : duration(field, value, { max: MAX_TIMER_MS }),
-    claimsTtlRenamed: ttl !== undefined,
-  };
+  const field = ttl !== undefined ? 'options.claims.ttl' : 'options.claims.ttlMs';
+  return { claimTtl: durationOption(field, ttl ?? ttlMs, 5000), claimsTtlRenamed: ttl !== undefined };
 }
 
 function replicaWaitSetting(setting: unknown): ReplicaWait | undefined {
@@ -197,10 +197,6 @@ function replicaWaitSetting(setting: unknown): ReplicaWait | undefined {
   const { replicas, timeoutMs } = setting as { replicas?: unknown; timeoutMs?: unknown };
   return {
     replicas: positiveInteger('options.waitForReplicas.replicas', replicas),
-    timeoutMs: Math.ceil(
-      timeoutMs === undefined
-        ? 1000
-        : duration('options.waitForReplicas.timeoutMs', timeoutMs, { max: MAX_TIMER_MS }),
-    ),
+    timeoutMs: Math.ceil(durationOption('options.waitForReplicas.timeoutMs', timeoutMs, 1000)),
   };
 }

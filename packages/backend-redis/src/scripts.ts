@@ -75,13 +75,8 @@ export class ScriptRunner {
       for (const [name, script] of Object.entries(luaScripts)) {
         const sha = (await node.script('LOAD', script.source)) as unknown;
         // A server that computes another SHA than the embedded one: not a server to run on.
-        if (sha !== script.sha)
-          throw Object.assign(
-            new Error(`the server loaded script ${name} as ${sha}, expected ${script.sha}`),
-            {
-              mismatch: true,
-            },
-          );
+        const mismatch = `the server loaded script ${name} as ${sha}, expected ${script.sha}`;
+        if (sha !== script.sha) throw new BackendError('load scripts', mismatch);
       }
     };
     const masters = this.client instanceof Cluster ? this.client.nodes('master') : [];
@@ -89,7 +84,7 @@ export class ScriptRunner {
     const outcomes = await Promise.allSettled(masters.map((node) => within(MASTER_LOAD_MS, loadInto(node))));
     const loaded = outcomes.filter((o) => o.status === 'fulfilled').length;
     const failures = outcomes.flatMap((o) => (o.status === 'rejected' ? [o.reason as unknown] : []));
-    const mismatch = failures.find((e) => (e as { mismatch?: boolean }).mismatch);
+    const mismatch = failures.find((e) => e instanceof BackendError);
     if (mismatch || loaded === 0) throw mismatch ?? failures[0];
   }
 
@@ -154,22 +149,18 @@ export class ScriptRunner {
   }
 
   /** Runs script `name`; a failure becomes duetime's error for `operation` (naming `key` for WRONGTYPE). */
-  async script(
+  script(
     operation: string,
     name: LuaScriptName,
     keys: readonly string[],
     args: readonly Arg[],
     key?: string,
   ) {
-    try {
-      return await this.run(name, keys, args);
-    } catch (error) {
-      throw mapRedisError(error, operation, this.target, key);
-    }
+    return this.read(operation, key, () => this.run(name, keys, args));
   }
 
   /** Runs one command; a failure becomes duetime's error for `operation` (naming `key` for WRONGTYPE). */
-  async read<T>(operation: string, key: string, command: (client: RedisClient) => Promise<T>): Promise<T> {
+  async read<T>(operation: string, key: string | undefined, command: (client: RedisClient) => Promise<T>) {
     try {
       return await this.call(command);
     } catch (error) {
