@@ -1,5 +1,5 @@
 export * from './connection.js';
-export { StreamMismatchError } from './io.js';
+export { StreamMismatchError } from './streams.js';
 export * from './jetstream-scheduler/index.js';
 export type { MigrationReport } from './migrate.js';
 export {

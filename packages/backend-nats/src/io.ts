@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { InvalidArgumentError, isTransient } from '@duetime/core';
 import {
   type CompletionResult,
   type DirectBatchOptions,
@@ -26,6 +25,7 @@ import {
   JS_WRONG_LAST_SEQUENCE_PROPOSED,
   toDuetimeError,
 } from './errors.js';
+import { StreamMismatchError, type StreamSettings } from './streams.js';
 
 /** A message read back from a stream. */
 export interface StoredMessage {
@@ -407,54 +407,6 @@ export class NatsIo {
     if (mismatches.length > 0) throw new StreamMismatchError(config.name, mismatches);
     return info;
   }
-}
-
-/**
- * A stream of the backend's name exists with settings the backend cannot work with (another application
- * uses the prefix, or it was created with other options). It is never changed or purged.
- */
-export class StreamMismatchError extends InvalidArgumentError {
-  readonly stream: string;
-  readonly mismatches: readonly string[];
-
-  constructor(stream: string, mismatches: string[]) {
-    super(`stream ${stream}`, mismatches, 'exists with other settings than this backend needs');
-    this.message = `stream ${stream} exists with other settings than this backend needs: ${mismatches.join('; ')}. Use another prefix, or delete the stream if its data is not needed (duetime never changes or purges it)`;
-    this.stream = stream;
-    this.mismatches = mismatches;
-  }
-}
-
-/** Publishes the one message of `subject` unless it exists (an anchor that is never purged). */
-export async function ensureAnchor(io: NatsIo, subject: string): Promise<void> {
-  await whileStarting(() => io.publish(subject, '', { expectSubjectSeq: 0 }));
-}
-
-/**
- * Runs `op`, retrying transient failures for up to `ms`: right after a replicated stream is created, its
- * leader may not be elected yet and JetStream does not answer for it.
- */
-export async function whileStarting<T>(op: () => Promise<T>, ms = 10_000): Promise<T> {
-  const deadline = performance.now() + ms;
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await op();
-    } catch (error) {
-      if (!isTransient(error) || performance.now() > deadline) throw error;
-      await new Promise((resolve) => setTimeout(resolve, Math.min(500, 25 * 2 ** attempt)));
-    }
-  }
-}
-
-export interface StreamSettings {
-  name: string;
-  subjects: readonly string[];
-  /** Atomic batch publish, rollup headers and per-message TTLs (the store stream). */
-  atomic?: boolean;
-  maxPerSubject: number;
-  storage: 'file' | 'memory';
-  replicas: number;
-  duplicateWindowMs: number;
 }
 
 function batchHeaders(m: BatchMessage, id: string, sequence: number, commit: boolean): MsgHdrs {

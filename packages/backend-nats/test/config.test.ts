@@ -12,7 +12,7 @@ import {
   type NatsTarget,
   StreamMismatchError,
 } from '../src/index.js';
-import { freePort } from '../src/testing.js';
+import { freePort } from '@duetime/testing';
 import { NATS_STORE_URL, NATS_URL } from './adapter.js';
 
 async function rejection(promise: Promise<unknown>): Promise<unknown> {

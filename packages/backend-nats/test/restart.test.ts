@@ -2,7 +2,7 @@ import { freshNamespace, waitFor } from '@duetime/conformance';
 import { aggregate, Dispatcher, isTransient, type Logger } from '@duetime/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createNatsBackend, type NatsBackend } from '../src/index.js';
-import { newerNatsServerBinary, PrivateNatsServer } from '../src/testing.js';
+import { newerNatsServerBinary, PrivateNatsServer } from '@duetime/testing';
 
 const effects = aggregate({ type: 'restart-effects', initial: 0, apply: { applied: (n: number) => n + 1 } });
 

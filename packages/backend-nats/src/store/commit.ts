@@ -1,20 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { BackendError, ConflictError, type Schedule, type StoreOp } from '@duetime/core';
+import { BackendError, ConflictError } from '@duetime/core';
 import type { BatchMessage, NatsIo, StoredMessage } from '../io.js';
 import { MAX_ATOMIC_BATCH } from '../io.js';
 import { bucketOf, type Layout } from '../layout.js';
-import {
-  DELETED,
-  type DuePair,
-  encodeDeadLetter,
-  encodeEvent,
-  encodeRecord,
-  isTombstone,
-  type RecordValue,
-  TOMBSTONE_TTL,
-  toSchedule,
-} from './records.js';
+import { type Expectation, type Group, type GroupPlan, PAIRS, planGroups, ROLLUP } from './plan.js';
+import type { DuePair } from './records.js';
 
 /**
  * Turns groups of store operations into messages of one atomic batch publish, and publishes them.
@@ -28,7 +19,8 @@ import {
  * - consuming a claimed schedule writes its tombstone expecting the record's sequence at claim time;
  * - recording a failed attempt rewrites the record expecting the same (when the record moved on, the
  *   failure is dropped: the schedule was replaced meanwhile);
- * - appending an event writes `e.<aggregate>.<n>` expecting no message there (0).
+ * - appending an event writes `e.<aggregate>.<n>` expecting no message there (0);
+ * - a put with `ifVersion` writes the record expecting the sequence of the record at that version.
  * A batch whose expectation fails is refused whole; the groups whose preconditions no longer hold are
  * found by reading those subjects again, left out (reported as conflicts), and the batch published again.
  *
@@ -36,40 +28,10 @@ import {
  * time to the due index subject of that second, and marks that hour; see {@link DueIndex}.
  */
 
-/** A claimed schedule's record, as the delivery read it. */
-export interface Claim {
-  schedule: Schedule;
-  /** The stream sequence of the record message the claim read. */
-  seq: number;
-}
-
-interface Expectation {
-  subject: string;
-  expected: number;
-  /** Whose precondition it is: a group is refused, a failure record only dropped. */
-  kind: 'schedule' | 'aggregate' | 'fail';
-  key: string;
-}
-
-interface GroupPlan {
-  messages: BatchMessage[];
-  expectations: Expectation[];
-  /** Earliest due time of the records this group writes (for wake-ups). */
-  earliest: number | undefined;
-  /** Why the group cannot apply, found while planning. */
-  conflict?: ConflictError;
-}
-
 export interface CommitContext {
   io: NatsIo;
   layout: Layout;
   versionBase: number;
-}
-
-/** One group: its operations, and the claims of the delivery it belongs to (none for a transaction). */
-export interface Group {
-  ops: readonly StoreOp[];
-  claims: ReadonlyMap<string, Claim>;
 }
 
 export interface CommitOutcome {
@@ -208,13 +170,7 @@ async function publishChunk(
       progressed = true;
       const refusing = bad.find((e) => e.kind !== 'fail');
       if (refusing) {
-        results[i] = new ConflictError(
-          refusing.kind as 'schedule' | 'aggregate',
-          refusing.key,
-          refusing.kind === 'schedule'
-            ? `schedule ${JSON.stringify(refusing.key)} changed after it was claimed`
-            : `aggregate ${JSON.stringify(refusing.key)} moved on`,
-        );
+        results[i] = conflictOf(refusing);
       } else {
         // A failure for a version that was replaced meanwhile: nothing to record.
         plan.messages = plan.messages.filter((m) => !bad.some((e) => e.subject === m.subject));
@@ -255,6 +211,14 @@ async function publishOnce(c: CommitContext, messages: BatchMessage[]): Promise<
       await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 50 * 2 ** attempt)));
     }
   }
+}
+
+function conflictOf(e: Expectation): ConflictError {
+  const key = JSON.stringify(e.key);
+  if (e.kind === 'aggregate') return new ConflictError('aggregate', e.key, `aggregate ${key} moved on`);
+  if (e.kind === 'version')
+    return new ConflictError('version', e.key, `schedule ${key} changed since it was read`);
+  return new ConflictError('schedule', e.key, `schedule ${key} changed after it was claimed`);
 }
 
 /** The expectations among `expectations` that no longer hold on the server. */
@@ -346,200 +310,6 @@ export function indexMessages(layout: Layout, pairs: readonly DuePair[]): BatchM
   for (const [name, list] of seconds)
     out.push({ subject: `${layout.prefix}.q.${name}`, data: JSON.stringify(list) });
   return out;
-}
-
-/** The due pair of each record message (kept beside the message, so the batch can be rebuilt). */
-const PAIRS = new WeakMap<BatchMessage, DuePair>();
-
-const ROLLUP = { 'Nats-Rollup': 'sub' } as const;
-const TOMBSTONE = { 'Nats-Rollup': 'sub', 'Nats-TTL': TOMBSTONE_TTL, [DELETED]: '1' } as const;
-
-/** Plans every group: reads what the operations need (prefix deletions, unclaimed consumptions). */
-async function planGroups(c: CommitContext, groups: readonly Group[]): Promise<GroupPlan[]> {
-  const { layout } = c;
-  // Keys whose records earlier groups of this batch write, and subjects written so far.
-  const written = new Map<string, number>();
-  const putKeys = new Set<string>();
-  const plans: GroupPlan[] = [];
-  for (const [index, { ops, claims }] of groups.entries()) {
-    const plan: GroupPlan = { messages: [], expectations: [], earliest: undefined };
-    const mine = new Set<string>();
-    const record = (key: string, value: RecordValue, expected?: Expectation) => {
-      const m: BatchMessage = {
-        subject: layout.record(key),
-        data: encodeRecord(value),
-        headers: expected
-          ? { ...ROLLUP, 'Nats-Expected-Last-Subject-Sequence': String(expected.expected) }
-          : ROLLUP,
-      };
-      PAIRS.set(m, [key, value.due]);
-      plan.messages.push(m);
-      if (expected) plan.expectations.push(expected);
-      mine.add(key);
-      if (plan.earliest === undefined || value.due < plan.earliest) plan.earliest = value.due;
-    };
-    const tombstone = (subject: string, expected?: Expectation) => {
-      plan.messages.push({
-        subject,
-        data: '',
-        headers: expected
-          ? { ...TOMBSTONE, 'Nats-Expected-Last-Subject-Sequence': String(expected.expected) }
-          : TOMBSTONE,
-      });
-      if (expected) plan.expectations.push(expected);
-    };
-    for (const op of ops) {
-      switch (op.op) {
-        case 'put':
-          record(op.key, {
-            at: op.at.getTime(),
-            due: op.at.getTime(),
-            m: op.message,
-            n: 0,
-            ...(op.recurrence ? { r: op.recurrence } : {}),
-          });
-          break;
-        case 'rearm':
-          // The processor (or an earlier part) scheduled the key: that schedule wins.
-          if (mine.has(op.key) || putKeys.has(op.key)) break;
-          record(op.key, {
-            at: op.at.getTime(),
-            due: op.at.getTime(),
-            m: op.message,
-            n: 0,
-            r: op.recurrence,
-          });
-          break;
-        case 'delete':
-          tombstone(layout.record(op.key));
-          mine.delete(op.key);
-          break;
-        case 'deletePrefix': {
-          const keys = new Set(await liveKeysUnder(c, op.prefix));
-          for (const key of [...putKeys, ...mine]) if (key.startsWith(op.prefix)) keys.add(key);
-          for (const key of keys) {
-            tombstone(layout.record(key));
-            mine.delete(key);
-          }
-          break;
-        }
-        case 'consume': {
-          const seq = await claimedSeq(c, claims, op.key, op.version);
-          if (seq === undefined) {
-            plan.conflict = new ConflictError(
-              'schedule',
-              op.key,
-              `schedule ${JSON.stringify(op.key)} is not at version ${op.version}`,
-            );
-            break;
-          }
-          tombstone(layout.record(op.key), {
-            subject: layout.record(op.key),
-            expected: seq,
-            kind: 'schedule',
-            key: op.key,
-          });
-          break;
-        }
-        case 'fail': {
-          const claim = claims.get(op.key);
-          if (!claim || claim.schedule.version !== op.version) break;
-          const s = claim.schedule;
-          const at = op.at ?? s.at;
-          record(
-            op.key,
-            {
-              at: at.getTime(),
-              due: op.dueAt.getTime(),
-              m: s.message,
-              n: op.attempts,
-              e: op.error,
-              ...(s.recurrence ? { r: s.recurrence } : {}),
-              v: op.version,
-            },
-            { subject: layout.record(op.key), expected: claim.seq, kind: 'fail', key: op.key },
-          );
-          break;
-        }
-        case 'append':
-          op.events.forEach((event, i) => {
-            const subject = layout.event(op.aggregateId, op.expectedSequence + i + 1);
-            plan.messages.push({
-              subject,
-              data: encodeEvent(event),
-              headers: { 'Nats-Expected-Last-Subject-Sequence': '0' },
-            });
-            plan.expectations.push({ subject, expected: 0, kind: 'aggregate', key: op.aggregateId });
-          });
-          break;
-        case 'dead':
-          plan.messages.push({
-            subject: layout.deadLetter(op.record.key),
-            data: encodeDeadLetter(op.record),
-            headers: ROLLUP,
-          });
-          break;
-        case 'deleteDead':
-          tombstone(layout.deadLetter(op.key));
-          break;
-      }
-      if (plan.conflict) break;
-    }
-    // An expectation on a subject an earlier group of this batch writes cannot hold: that group's write
-    // comes first in the stream.
-    if (!plan.conflict) {
-      const clash = plan.expectations.find((e) => written.has(e.subject));
-      if (clash && clash.kind !== 'fail')
-        plan.conflict = new ConflictError(
-          clash.kind,
-          clash.key,
-          `${clash.key} was changed by an earlier part of this batch`,
-        );
-      else if (clash) {
-        plan.messages = plan.messages.filter((m) => m.subject !== clash.subject);
-        plan.expectations = plan.expectations.filter((e) => e !== clash);
-      }
-    }
-    if (plan.conflict) {
-      plan.messages = [];
-      plan.expectations = [];
-      plan.earliest = undefined;
-    } else {
-      for (const m of plan.messages) written.set(m.subject, index);
-      for (const key of mine) putKeys.add(key);
-    }
-    plans.push(plan);
-  }
-  return plans;
-}
-
-/** The record sequence a consumption expects: the claim's, or (outside a delivery) the current record's. */
-async function claimedSeq(
-  c: CommitContext,
-  claims: ReadonlyMap<string, Claim>,
-  key: string,
-  version: number,
-): Promise<number | undefined> {
-  const claim = claims.get(key);
-  if (claim) return claim.schedule.version === version ? claim.seq : undefined;
-  const m = await c.io.last(c.layout.storeStream, c.layout.record(key));
-  if (!m) return undefined;
-  const s = toSchedule(key, m, c.versionBase);
-  return s?.version === version ? m.seq : undefined;
-}
-
-/** Keys with a live record under `prefix`, as of now. */
-export async function liveKeysUnder(
-  c: Pick<CommitContext, 'io' | 'layout'>,
-  prefix: string,
-): Promise<string[]> {
-  const keys: string[] = [];
-  for await (const m of c.io.scan(c.layout.storeStream, c.layout.recordFilter(prefix))) {
-    if (isTombstone(m)) continue;
-    const key = c.layout.keyOfRecord(m.subject);
-    if (key.startsWith(prefix)) keys.push(key);
-  }
-  return keys;
 }
 
 export type { StoredMessage };

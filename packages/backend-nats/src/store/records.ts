@@ -1,11 +1,12 @@
 import {
   CorruptDataError,
   type DeadLetterRecord,
+  decodeSchedule,
   type Event,
   type Message,
-  readRecurrence,
   type Schedule,
-  type StoredRecurrence,
+  type StoredOneShot,
+  type StoredState,
 } from '@duetime/core';
 import type { StoredMessage } from '../io.js';
 
@@ -30,7 +31,8 @@ export interface RecordValue {
   n: number;
   /** The last attempt's error. */
   e?: string;
-  r?: StoredRecurrence;
+  /** The stored state: a recurrence, or a one-shot schedule's operator state. */
+  r?: StoredState;
   /**
    * The version, when this record rewrites one (a failed attempt): a record without it starts a new
    * version, numbered by its own stream sequence (plus the store's version base).
@@ -101,32 +103,42 @@ export function toSchedule(key: string, m: StoredMessage, versionBase: number): 
     !isMessage(r.m)
   )
     throw new CorruptDataError(`message ${m.seq} on ${m.subject} is not a duetime schedule`);
-  return {
-    key,
-    at: new Date(r.at),
-    message: r.m,
-    version: r.v ?? versionBase + m.seq,
-    attempts: r.n ?? 0,
-    dueAt: new Date(r.due),
-    ...(r.e !== undefined ? { lastError: r.e } : {}),
-    ...(r.r !== undefined ? { recurrence: readRecurrence(r.r, `the recurrence of ${m.subject}`) } : {}),
-  };
+  return decodeSchedule(
+    {
+      key,
+      at: r.at,
+      dueAt: r.due,
+      message: r.m,
+      version: r.v ?? versionBase + m.seq,
+      attempts: r.n ?? 0,
+      lastError: r.e,
+      recurrence: r.r,
+    },
+    `nats ${m.subject}`,
+  );
+}
+
+/** A schedule's stored state as read back (a recurrence, or a one-shot schedule's operator state). */
+export function stateOf(schedule: Schedule): StoredState | undefined {
+  if (schedule.recurrence) return schedule.recurrence;
+  if (!schedule.paused && !schedule.queue?.length) return undefined;
+  const state: StoredOneShot = { v: 1, once: true };
+  if (schedule.paused)
+    state.paused = {
+      at: schedule.paused.at.getTime(),
+      ...(schedule.paused.note !== undefined ? { note: schedule.paused.note } : {}),
+    };
+  if (schedule.queue?.length) state.queue = schedule.queue.map((q) => ({ ...q }));
+  return state;
+}
+
+/** Whether a record's stored state is a recurrence (not a one-shot schedule's operator state). */
+export function isRecurring(schedule: Pick<Schedule, 'recurrence'>): boolean {
+  return schedule.recurrence !== undefined;
 }
 
 export function encodeRecord(r: RecordValue): string {
   return JSON.stringify(r);
-}
-
-export function recordOf(schedule: Schedule): RecordValue {
-  return {
-    at: schedule.at.getTime(),
-    due: schedule.dueAt.getTime(),
-    m: schedule.message,
-    n: schedule.attempts,
-    ...(schedule.lastError !== undefined ? { e: schedule.lastError } : {}),
-    ...(schedule.recurrence ? { r: schedule.recurrence } : {}),
-    v: schedule.version,
-  };
 }
 
 export function toDeadLetter(key: string, m: StoredMessage): DeadLetterRecord | undefined {
