@@ -3,9 +3,6 @@ import { type Clock, type Logger, sleep, systemClock, type WatchEvent } from '@d
 import type pg from 'pg';
 import { quoteIdent } from './sql/ident.js';
 
-/** What a listener hears (see core's `WatchEvent`). */
-export type ChangeHandler = (event: WatchEvent) => void;
-
 /**
  * Least time between two announcements of one backend instance, in ms. Commits made meanwhile are merged
  * into the next announcement (the earliest deadline wins); the first one after a quiet moment goes at once.
@@ -55,7 +52,8 @@ export class ChangeNotifier {
   readonly #send: (channel: string, payload: string) => Promise<unknown>;
   readonly #logger: Logger;
   readonly #clock: Clock;
-  readonly #handlers = new Set<ChangeHandler>();
+  /** Core's listener (core subscribes once per store, however many listen). */
+  #listener: ((event: WatchEvent) => void) | undefined;
   #run: { abort: AbortController; done: Promise<void> } | undefined;
   readonly #stopping = new Set<Promise<void>>();
   /** The earliest deadline among commits not announced yet; `null` when there is nothing to announce. */
@@ -105,31 +103,27 @@ export class ChangeNotifier {
     }
   }
 
-  /** Calls `handler` on other instances' commits; returns the function that stops it. */
-  watch(handler: ChangeHandler): () => void {
-    this.#handlers.add(handler);
-    if (!this.#run) this.#start();
+  /** Reports other instances' commits and the channel's state to `listener`; returns how to stop. */
+  watch(listener: (event: WatchEvent) => void): () => void {
+    this.#stop();
+    this.#listener = listener;
+    const abort = new AbortController();
+    const run = { abort, done: this.#listen(abort.signal) };
+    this.#run = run;
     return () => {
-      this.#handlers.delete(handler);
-      if (this.#handlers.size === 0) this.#stop();
+      if (this.#run === run) this.#stop();
     };
   }
 
   /** Stops listening and waits until the connection is closed. */
   async close(): Promise<void> {
-    this.#handlers.clear();
     this.#stop();
     await Promise.all([...this.#stopping, this.#sending]);
   }
 
-  #start(): void {
-    const abort = new AbortController();
-    const done = this.#listen(abort.signal);
-    this.#run = { abort, done };
-  }
-
   #stop(): void {
     const run = this.#run;
+    this.#listener = undefined;
     if (!run) return;
     this.#run = undefined;
     run.abort.abort();
@@ -137,14 +131,8 @@ export class ChangeNotifier {
     void run.done.finally(() => this.#stopping.delete(run.done));
   }
 
-  #emit(change: WatchEvent): void {
-    for (const handler of [...this.#handlers]) {
-      try {
-        handler(change);
-      } catch (error) {
-        this.#logger.warn('change handler threw', { error });
-      }
-    }
+  #emit(event: WatchEvent): void {
+    this.#listener?.(event);
   }
 
   #onNotification(message: pg.Notification): void {

@@ -46,15 +46,7 @@ export interface PostgresBackendOptions {
 export const RENAMED_OPTIONS = { connectionTimeoutMs: 'connectTimeoutMs' } as const;
 
 /** The backend's own options, checked. */
-export interface ResolvedOptions {
-  schema: string;
-  migrate: boolean;
-  poolSize: number;
-  applicationName: string;
-  preparedStatements: boolean;
-  idleInTransactionTimeoutMs: number;
-  claimTimeoutMs: number;
-}
+export type ResolvedOptions = ReturnType<typeof readOptions>;
 
 /** What a connection resolved to: the pool, whether it is ours, the LISTEN client, what it points at. */
 export interface ResolvedConnection {
@@ -83,7 +75,7 @@ function applicationNameProblem(value: string): string | undefined {
 }
 
 /** Reads the options of `createPostgresBackend` (`connectTimeoutMs` is core's). */
-export function readOptions(read: OptionReader): ResolvedOptions {
+export function readOptions(read: OptionReader) {
   return {
     schema: read.string('schema', 'duetime', schemaProblem),
     migrate: read.boolean('migrate', true),
@@ -127,14 +119,8 @@ function connectionString(value: unknown): string {
 }
 
 function isPool(value: unknown): value is pg.Pool {
-  const pool = value as Partial<pg.Pool> | null;
-  return (
-    typeof pool === 'object' &&
-    pool !== null &&
-    typeof pool.connect === 'function' &&
-    typeof pool.query === 'function' &&
-    typeof pool.on === 'function'
-  );
+  const pool = value as Record<string, unknown> | null;
+  return ['connect', 'query', 'on'].every((method) => typeof pool?.[method] === 'function');
 }
 
 /** Reads what a pg config resolves to (defaults and PG* environment variables included), without connecting. */
