@@ -118,7 +118,10 @@ export class RedisStore implements StoreAdapter<undefined, RedisUnit> {
   async commit(unit: RedisUnit, changes: Changes): Promise<ReadonlyMap<string, Error>> {
     const rejected = new Map<string, Error>();
     const plain = changes.writes.length > 0;
-    if (!plain && changes.settlements.length === 0) return rejected;
+    if (!plain && changes.settlements.length === 0) {
+      await this.rollback(unit);
+      return rejected;
+    }
     const commitId = `${this.#s.senderId}.${(++this.#commits).toString(36)}`;
     const claimed = unit.claimed?.map((s) => s.key) ?? [];
     const { keys, args } = encodeCommit(this.#s, commitId, { token: unit.token, claimed }, (list) => [

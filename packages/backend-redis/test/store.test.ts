@@ -370,6 +370,11 @@ describe('large transactions', () => {
     const adapter = await openAdapter(fx, prefix);
     const through = new Date(at + 20_000);
     expect(await adapter.listSchedules({ order: 'due', through, limit: 10_000 })).toHaveLength(10_000);
+    // One claim takes them all, a few hundred per read inside the script.
+    const unit = await adapter.begin({ now: through, limit: 10_000 });
+    expect(unit.claimed).toHaveLength(10_000);
+    await adapter.rollback(unit);
+    expect(await fx.admin.hlen(fx.keys(prefix).claims)).toBe(0);
     expect(await store.transact((tx) => tx.cancelSchedulePrefix('bulk/'))).toBe(50_000);
     expect(await store.listSchedules()).toEqual([]);
   }, 60_000);

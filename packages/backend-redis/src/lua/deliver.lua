@@ -17,7 +17,7 @@ checkType(KEYS[3], 'hash')
 local limit, token = tonumber(ARGV[2]), ARGV[4]
 local now = serverMs()
 local out, claims = {}, {}
-local offset, page = 0, limit + 32
+local offset, page = 0, math.min(limit + 32, 500)
 while #out < 3 * limit do
   local keys = redis.call('ZRANGE', KEYS[1], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', offset, page)
   if #keys == 0 then break end
