@@ -7,9 +7,13 @@ import type { Found } from './due.js';
  * Delivery claims across processes: before a delivery runs a schedule, it writes a claim marker for the
  * schedule's key (`c.<key>`, naming the record sequence it claims) with `Nats-Expected-Last-Subject-
  * Sequence: 0` (no live claim there) and a per-message TTL (`Nats-TTL`), so one process at a time runs it;
- * others skip it until the marker is released or expires. Markers are renewed while their delivery is
- * open and removed when it gives a schedule back. A marker for an older record (the schedule was
- * replaced, or consumed and scheduled again) does not hold the new one.
+ * others skip it until the marker is released or lapses. Markers are renewed while their delivery is
+ * open (core calls `renew`) and removed when it gives a schedule back. A marker for an older record (the
+ * schedule was replaced, or consumed and scheduled again) does not hold the new one.
+ *
+ * A marker lapses {@link ClaimSettings.ttlMs} after its last write (judged on the server's clock), but the
+ * server keeps it for {@link LAPSED_MEMORY_S} more: a claim that is met lapsed on the very record it
+ * claimed was never settled (its process died), and the schedule is claimed again as `interrupted`.
  *
  * Claims save duplicate work; they are not what keeps effects single: every consumption is a
  * compare-and-set on the schedule's record at commit, claimed or not. Modes:
@@ -26,6 +30,9 @@ export interface ClaimSettings {
   ttlMs: number;
 }
 
+/** How long the server keeps a lapsed marker, in seconds (to tell an interrupted claim). */
+const LAPSED_MEMORY_S = 600;
+
 /** How long `auto` keeps claiming after the last sign of another delivering process. */
 const CONTENTION_WINDOW_MS = 60_000;
 
@@ -35,14 +42,24 @@ export class Claimer {
   readonly #origin: string;
   readonly #settings: ClaimSettings;
   readonly #logger: Logger;
+  /** The server's time (a lower bound), in ms since the epoch. */
+  readonly #now: () => Promise<number>;
   #contendedUntil = Number.NEGATIVE_INFINITY;
 
-  constructor(io: NatsIo, layout: Layout, origin: string, settings: ClaimSettings, logger: Logger) {
+  constructor(
+    io: NatsIo,
+    layout: Layout,
+    origin: string,
+    settings: ClaimSettings,
+    logger: Logger,
+    now: () => Promise<number>,
+  ) {
     this.#io = io;
     this.#layout = layout;
     this.#origin = origin;
     this.#settings = settings;
     this.#logger = logger;
+    this.#now = now;
   }
 
   get ttlMs(): number {
@@ -63,7 +80,8 @@ export class Claimer {
 
   #headers(expected: number): Record<string, string> {
     return {
-      'Nats-TTL': `${Math.max(1, Math.ceil(this.#settings.ttlMs / 1000))}s`,
+      'Nats-Rollup': 'sub',
+      'Nats-TTL': `${Math.max(1, Math.ceil(this.#settings.ttlMs / 1000)) + LAPSED_MEMORY_S}s`,
       'Nats-Expected-Last-Subject-Sequence': String(expected),
     };
   }
@@ -74,71 +92,69 @@ export class Claimer {
 
   /**
    * Claims `found`, all at once: returns what this process got (each with its marker's sequence in
-   * `claimSeq`) and what another process holds.
+   * `claimSeq`, and `interrupted` when an unsettled claim of the same record lapsed) and what another
+   * process holds.
    */
   async claim(found: readonly Found[]): Promise<{ mine: Found[]; theirs: Found[] }> {
     const results = await Promise.all(found.map((f) => this.#claimOne(f)));
     const mine: Found[] = [];
     const theirs: Found[] = [];
     found.forEach((f, i) => {
-      const seq = results[i];
-      if (seq === undefined) theirs.push(f);
-      else mine.push(Object.assign(f, { claimSeq: seq }));
+      const result = results[i];
+      if (result === undefined) theirs.push(f);
+      else mine.push(Object.assign(f, { claimSeq: result.seq, interrupted: result.interrupted }));
     });
     if (theirs.length > 0) this.noteContention();
     return { mine, theirs };
   }
 
-  async #claimOne(f: Found): Promise<number | undefined> {
+  async #claimOne(f: Found): Promise<{ seq: number; interrupted: boolean } | undefined> {
     const subject = this.#layout.claim(f.schedule.key);
     for (let attempt = 0; attempt < 3; attempt++) {
       let expected = 0;
+      let interrupted = false;
       if (attempt > 0) {
         const held = await this.#io.last(this.#layout.storeStream, subject);
         if (held) {
+          expected = held.seq;
           let marker: { o?: unknown; r?: unknown } = {};
           try {
-            marker = held.json();
+            marker = held.data.length > 0 ? held.json() : {};
           } catch {
             marker = {};
           }
-          // A live claim of another process on this very record: theirs.
-          if (marker.r === f.seq && marker.o !== this.#origin) return undefined;
-          expected = held.seq;
+          if (marker.r === f.seq) {
+            const lapsed = held.time + this.#settings.ttlMs <= (await this.#now());
+            // A live claim of another process on this very record: theirs.
+            if (!lapsed && marker.o !== this.#origin) return undefined;
+            // Claimed and never settled nor given back: its process died holding it.
+            if (lapsed) interrupted = true;
+          }
         }
       }
       const result = await this.#io.publish(subject, this.#body(f), { headers: this.#headers(expected) });
-      if (result !== 'conflict') return result.seq;
+      if (result !== 'conflict') return { seq: result.seq, interrupted };
     }
     return undefined;
   }
 
-  /** Renews the markers of `claims` (those with a `claimSeq`) every third of the TTL; returns a stop. */
-  renew(claims: readonly Found[]): () => void {
-    const mine = claims.filter((f) => f.claimSeq !== undefined);
-    if (mine.length === 0) return () => {};
-    const timer = setInterval(
-      () => {
-        void Promise.all(
-          mine.map(async (f) => {
-            if (f.claimSeq === undefined) return;
-            const result = await this.#io
-              .publish(this.#layout.claim(f.schedule.key), this.#body(f), {
-                headers: this.#headers(f.claimSeq),
-              })
-              .catch(() => 'conflict' as const);
-            // Lost (expired and taken): the commit's compare-and-set still decides.
-            f.claimSeq = result === 'conflict' ? undefined : result.seq;
-          }),
-        );
-      },
-      Math.max(250, Math.floor(this.#settings.ttlMs / 3)),
+  /** Renews the markers of `claims` (those with a `claimSeq`); a marker lost meanwhile is let go. */
+  async renew(claims: readonly Found[]): Promise<void> {
+    await Promise.all(
+      claims.map(async (f) => {
+        if (f.claimSeq === undefined) return;
+        const result = await this.#io
+          .publish(this.#layout.claim(f.schedule.key), this.#body(f), {
+            headers: this.#headers(f.claimSeq),
+          })
+          .catch(() => 'conflict' as const);
+        // Lost (lapsed and taken): the commit's compare-and-set still decides.
+        f.claimSeq = result === 'conflict' ? undefined : result.seq;
+      }),
     );
-    timer.unref?.();
-    return () => clearInterval(timer);
   }
 
-  /** Removes the markers of claims given back unconsumed, so other processes may take them at once. */
+  /** Removes the markers of `claims`, so other processes may take them at once. */
   async release(claims: readonly Found[]): Promise<void> {
     await Promise.all(
       claims.map(async (f) => {
@@ -154,7 +170,7 @@ export class Claimer {
             },
           })
           .catch((error: unknown) =>
-            this.#logger.warn('nats store: giving back a delivery claim failed; it expires by itself', {
+            this.#logger.warn('nats store: giving back a delivery claim failed; it lapses by itself', {
               error,
             }),
           );

@@ -1,8 +1,9 @@
 import type { Logger, Schedule } from '@duetime/core';
 import type { NatsIo, StoredMessage } from '../io.js';
 import { bucketOf, bucketStart, type Layout } from '../layout.js';
-import type { Claim } from './commit.js';
-import { type DuePair, toPairs, toSchedule } from './records.js';
+import type { Claim } from './plan.js';
+import { insertSorted, pairId, safePairs } from './entries.js';
+import { toSchedule } from './records.js';
 
 /**
  * The due index: "what is due by T, a page at a time" and "when is the next deadline", read from
@@ -34,17 +35,6 @@ const PAGE = 1000;
 /** How long a listing of the index's subjects is used before it is read again, in ms. */
 const LISTING_TTL_MS = 500;
 
-function insertSorted(list: number[], value: number): void {
-  let lo = 0;
-  let hi = list.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if ((list[mid] as number) < value) lo = mid + 1;
-    else hi = mid;
-  }
-  if (list[lo] !== value) list.splice(lo, 0, value);
-}
-
 /** A live entry found by a scan: its schedule, where its record and its entry are. */
 export interface Found extends Claim {
   /** The due-index subject the entry is on, and its sequence. */
@@ -52,6 +42,8 @@ export interface Found extends Claim {
   entrySeq: number;
   /** The sequence of this process's claim marker, while it holds one (see claims.ts). */
   claimSeq?: number;
+  /** An earlier claim of this record lapsed unsettled (see claims.ts). */
+  interrupted?: boolean;
 }
 
 /** Keys claimed by open deliveries of this process. */
@@ -483,26 +475,6 @@ export class DueIndex {
     this.#scanFrom.delete(subject);
     this.#purged.delete(subject);
     this.#moves.delete(subject);
-  }
-}
-
-/** One pair of one entry message: a stale pair never turns live again, but the same pair in a later entry may be live. */
-function pairId(entrySeq: number, key: string, due: number): string {
-  return `${entrySeq}\u0000${due}\u0000${key}`;
-}
-
-function safePairs(m: StoredMessage, logger: Logger): DuePair[] {
-  try {
-    return toPairs(m).filter(
-      (p): p is DuePair => Array.isArray(p) && typeof p[0] === 'string' && typeof p[1] === 'number',
-    );
-  } catch (error) {
-    logger.warn('nats store: a due-index message is not readable; ignored', {
-      subject: m.subject,
-      seq: m.seq,
-      error,
-    });
-    return [];
   }
 }
 

@@ -49,7 +49,31 @@ export type StoreOp =
   | { op: 'dead'; record: DeadLetterRecord }
   | { op: 'deleteDead'; key: string };
 
-export /** One group: its operations, and the claims of the delivery it belongs to (none for a transaction). */
+export interface Expectation {
+  subject: string;
+  expected: number;
+  /** Whose precondition it is: a group is refused, a failure record only dropped. */
+  kind: 'schedule' | 'aggregate' | 'version' | 'fail';
+  key: string;
+}
+
+export interface GroupPlan {
+  messages: BatchMessage[];
+  expectations: Expectation[];
+  /** Earliest due time of the records this group writes (for wake-ups). */
+  earliest: number | undefined;
+  /** Why the group cannot apply, found while planning. */
+  conflict?: ConflictError;
+}
+
+/** A claimed schedule's record, as the delivery read it. */
+export interface Claim {
+  schedule: Schedule;
+  /** The stream sequence of the record message the claim read. */
+  seq: number;
+}
+
+/** One group: its operations, and the claims of the delivery it belongs to (none for a transaction). */
 export interface Group {
   ops: readonly StoreOp[];
   claims: ReadonlyMap<string, Claim>;

@@ -1,0 +1,225 @@
+import {
+  type Clock,
+  duration,
+  InvalidArgumentError,
+  type Logger,
+  MAX_TIMER_MS,
+  type OptionReader,
+  positiveInteger,
+  readFactoryOptions,
+} from '@duetime/core';
+import { validPrefix } from './layout.js';
+import type { ClaimSettings } from './store/claims.js';
+
+/** The NATS backend's options, and how they are read. */
+
+export interface NatsBackendOptions {
+  /**
+   * Names this backend's streams (`<prefix>_store`, `<prefix>_lease`) and subjects (`<prefix>.>`).
+   * Processes sharing data use the same prefix. 1 to 32 letters, digits, `_` or `-`. Default `duetime`.
+   */
+  prefix?: string;
+  /** Stamps events and runs dispatchers (default: the system clock). Leases use the server's clock. */
+  clock?: Clock;
+  logger?: Logger;
+  /** First connection, when connecting from `servers` (default 5000 ms). */
+  connectTimeoutMs?: number;
+  /** Each JetStream request (default 5000 ms). */
+  requestTimeoutMs?: number;
+  /**
+   * How long a commit keeps resending its batch through a lost connection before it reports a transient
+   * error (default 30000 ms). Resending is safe: a batch the server stored is refused as a duplicate.
+   */
+  commitTimeoutMs?: number;
+  /** Stream storage (default `file`). `memory` does not survive a server restart. */
+  storage?: 'file' | 'memory';
+  /** Stream replicas in a cluster (default 1). An existing stream with other replicas is refused. */
+  replicas?: number;
+  /**
+   * Delivery claims across processes (see the README, "Several dispatcher processes"): `'auto'` (default)
+   * claims once other processes are seen delivering from the same store, `'always'` claims every delivery
+   * (the backend then declares `exclusiveClaims`), `false` never claims. `{ mode, ttlMs }` also sets how
+   * long an unrenewed claim lives (default 5,000 ms; whole seconds on the server, at least 1 s).
+   */
+  claims?: 'auto' | 'always' | false | { mode?: 'auto' | 'always'; ttlMs?: number };
+  /**
+   * Create the streams when missing (default true). With `false` the backend opens an existing store only
+   * and writes nothing while opening: a prefix without a store is a `NotFoundError` (`DUETIME_NOT_FOUND`).
+   */
+  migrate?: boolean;
+  /**
+   * Ignored: the store no longer materialises a commit log, so nothing can stall.
+   * @deprecated since 0.2; removed in 0.3.
+   */
+  stallMs?: number;
+  /**
+   * Ignored: the store keeps no index nodes to cache.
+   * @deprecated since 0.2; removed in 0.3.
+   */
+  nodeCacheBytes?: number;
+}
+
+/** The options as read and checked. */
+export interface Settings {
+  prefix: string;
+  claims: ClaimSettings;
+  migrate: boolean;
+  requestTimeoutMs: number;
+  commitTimeoutMs: number;
+  replicas: number;
+  storage: 'file' | 'memory';
+  /** Deprecated options that were given (warned about when the backend opens). */
+  deprecated: string[];
+}
+
+/** Reads the backend's own options (core reads `clock`, `logger` and `connectTimeoutMs`). */
+export function readSettings(read: OptionReader): Settings {
+  const timeout = (name: string, fallback: number) => read.integer(name, fallback, { max: MAX_TIMER_MS });
+  const deprecated: string[] = [];
+  for (const name of ['stallMs', 'nodeCacheBytes']) {
+    const value = read.value(name);
+    if (value === undefined) continue;
+    positiveInteger(`options.${name}`, value);
+    deprecated.push(name);
+  }
+  return {
+    // validPrefix throws the error naming options.prefix itself.
+    prefix: read.string('prefix', 'duetime', (value) => void validPrefix(value)),
+    claims: claimSettings(read.value('claims')),
+    migrate: read.boolean('migrate', true),
+    requestTimeoutMs: timeout('requestTimeoutMs', 5000),
+    commitTimeoutMs: timeout('commitTimeoutMs', 30_000),
+    replicas: read.integer('replicas', 1, { max: MAX_TIMER_MS }),
+    storage: read.oneOf('storage', ['file', 'memory'], 'file'),
+    deprecated,
+  };
+}
+
+/**
+ * The options of the functions that are no backend (`createNatsCoordination`, `migrateNatsStore`),
+ * checked like a backend's: every given option is read, one that is not is refused as unknown.
+ */
+export function readPlainOptions(
+  given: unknown,
+  factory: string,
+  extra: readonly string[] = [],
+): { settings: Settings; connectTimeoutMs: number; logger: Logger; clock: Clock } {
+  const { options, logger, clock } = readFactoryOptions(given as { clock?: Clock; logger?: Logger }, {
+    factory,
+  });
+  const reader = new PlainReader(options as Record<string, unknown>);
+  const connectTimeoutMs = reader.integer('connectTimeoutMs', 5000, { max: MAX_TIMER_MS });
+  const settings = readSettings(reader);
+  reader.refuseUnread(['clock', 'logger', ...extra]);
+  return { settings, connectTimeoutMs, logger, clock };
+}
+
+class PlainReader implements OptionReader {
+  readonly #given: Record<string, unknown>;
+  readonly #read = new Set<string>();
+
+  constructor(given: Record<string, unknown>) {
+    this.#given = given;
+  }
+
+  #take(name: string): unknown {
+    this.#read.add(name);
+    return this.#given[name];
+  }
+
+  duration(name: string, fallback: number, options: { allowZero?: boolean; max?: number } = {}): number {
+    const value = this.#take(name);
+    return value === undefined ? fallback : duration(`options.${name}`, value, { max: MAX_TIMER_MS, ...options });
+  }
+
+  boolean(name: string, fallback: boolean): boolean {
+    const value = this.#take(name);
+    if (value === undefined) return fallback;
+    if (typeof value !== 'boolean')
+      throw new InvalidArgumentError(`options.${name}`, value, 'must be true or false');
+    return value;
+  }
+
+  integer(name: string, fallback: number, options: { min?: number; max?: number } = {}): number {
+    const value = this.#take(name);
+    if (value === undefined) return fallback;
+    const { min = 1, max = Number.MAX_SAFE_INTEGER } = options;
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max)
+      throw new InvalidArgumentError(`options.${name}`, value, `must be an integer from ${min} to ${max}`);
+    return value;
+  }
+
+  oneOf<T extends string>(name: string, values: readonly T[], fallback: T): T {
+    const value = this.#take(name);
+    if (value === undefined) return fallback;
+    if (!values.includes(value as T))
+      throw new InvalidArgumentError(
+        `options.${name}`,
+        value,
+        `must be one of ${values.map((v) => JSON.stringify(v)).join(', ')}`,
+      );
+    return value as T;
+  }
+
+  string(name: string, fallback: string, check?: (value: string) => string | undefined): string {
+    const value = this.#take(name);
+    if (value === undefined) return fallback;
+    if (typeof value !== 'string') throw new InvalidArgumentError(`options.${name}`, value, 'must be a string');
+    const reason = check?.(value);
+    if (reason !== undefined) throw new InvalidArgumentError(`options.${name}`, value, reason);
+    return value;
+  }
+
+  value<T = unknown>(name: string): T | undefined {
+    return this.#take(name) as T | undefined;
+  }
+
+  refuseUnread(known: readonly string[]): void {
+    const all = [...known, ...this.#read];
+    for (const [name, value] of Object.entries(this.#given))
+      if (value !== undefined && !all.includes(name))
+        throw new InvalidArgumentError(
+          `options.${name}`,
+          value,
+          `is not an option of this function (options: ${[...all].sort().join(', ')})`,
+        );
+  }
+}
+
+function claimSettings(value: unknown): ClaimSettings {
+  const ttl = (ms: unknown) => {
+    if (ms === undefined) return 5000;
+    const value = duration('options.claims.ttlMs', positiveInteger('options.claims.ttlMs', ms), {
+      max: MAX_TIMER_MS,
+    });
+    if (value < 1000)
+      throw new InvalidArgumentError(
+        'options.claims.ttlMs',
+        ms,
+        'must be at least 1000 (the server counts in seconds)',
+      );
+    return value;
+  };
+  if (value === undefined || value === 'auto') return { mode: 'auto', ttlMs: 5000 };
+  if (value === 'always') return { mode: 'always', ttlMs: 5000 };
+  if (value === false) return { mode: 'off', ttlMs: 5000 };
+  if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
+    const { mode, ttlMs, ...rest } = value as { mode?: unknown; ttlMs?: unknown };
+    const unknown = Object.keys(rest);
+    if (unknown.length > 0)
+      throw new InvalidArgumentError(
+        `options.claims.${unknown[0]}`,
+        (rest as Record<string, unknown>)[unknown[0] as string],
+        'is not a claims option (mode, ttlMs)',
+      );
+    if (mode !== undefined && mode !== 'auto' && mode !== 'always')
+      throw new InvalidArgumentError('options.claims.mode', mode, "must be 'auto' or 'always'");
+    return { mode: mode ?? 'auto', ttlMs: ttl(ttlMs) };
+  }
+  throw new InvalidArgumentError(
+    'options.claims',
+    value,
+    "must be 'auto', 'always', false or { mode, ttlMs }",
+  );
+}
+
