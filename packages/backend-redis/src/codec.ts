@@ -91,15 +91,16 @@ export function decodeStoredEvent(aggregateId: string, value: string, where: str
  * "message":{…}}`, in the dead-letter hash under its key. `v` is the form's version: a later one is refused
  * (it was written by a newer version of duetime) rather than misread.
  */
-export function encodeDeadLetter(record: Omit<DeadLetterRecord, 'key'>): string {
+export function encodeDeadLetter(d: Omit<DeadLetterRecord, 'key'>): string {
+  const { version, attempts, error, message } = d;
   return JSON.stringify({
     v: 1,
-    version: record.version,
-    at: record.at.getTime(),
-    attempts: record.attempts,
-    error: record.error,
-    deadAt: record.deadAt.getTime(),
-    message: record.message,
+    version,
+    at: d.at.getTime(),
+    attempts,
+    error,
+    deadAt: d.deadAt.getTime(),
+    message,
   });
 }
 

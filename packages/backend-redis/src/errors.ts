@@ -30,32 +30,29 @@ export function mapRedisError(error: unknown, operation: string, target: string,
   if (!(error instanceof Error))
     return new BackendError(operation, `${String(error)} (redis ${target})`, { cause: error });
   const message = error.message.replace(SCRIPT_SUFFIX, '');
+  const cause = { cause: error };
+  const kept = `(redis ${target}); duetime never overwrites it: remove or rename that key, or use another prefix`;
   if (error.name === 'ReplyError') {
     if (message.startsWith('DUETIME_CORRUPT '))
-      return new CorruptDataError(
-        `${operation}: ${message.slice('DUETIME_CORRUPT '.length)} (redis ${target}); duetime never overwrites it: remove or rename that key, or use another prefix`,
-        { cause: error },
-      );
+      return new CorruptDataError(`${operation}: ${message.slice('DUETIME_CORRUPT '.length)} ${kept}`, cause);
     if (message.startsWith('WRONGTYPE'))
       return new CorruptDataError(
-        `${operation}: ${key ? `key ${key}` : 'a key under the prefix'} holds a value of the wrong type (redis ${target}); duetime never overwrites it: remove or rename that key, or use another prefix`,
-        { cause: error },
+        `${operation}: ${key ? `key ${key}` : 'a key under the prefix'} holds a value of the wrong type ${kept}`,
+        cause,
       );
     if (AUTH_REPLY.test(message))
-      return new BackendError(operation, `redis ${target} refused the login or the command: ${message}`, {
-        cause: error,
-      });
-    return new BackendError(operation, `redis ${target} replied: ${message}`, {
-      cause: error,
-      transient: TRANSIENT_REPLY.test(message),
-    });
+      return new BackendError(
+        operation,
+        `redis ${target} refused the login or the command: ${message}`,
+        cause,
+      );
+    const transient = TRANSIENT_REPLY.test(message);
+    return new BackendError(operation, `redis ${target} replied: ${message}`, { ...cause, transient });
   }
   if (isConnectionError(error))
     return new BackendError(operation, `no answer from redis ${target}: ${message}`, {
-      cause: error,
+      ...cause,
       transient: true,
     });
-  return new BackendError(operation, `failed against redis ${target}: ${error.name}: ${message}`, {
-    cause: error,
-  });
+  return new BackendError(operation, `failed against redis ${target}: ${error.name}: ${message}`, cause);
 }

@@ -44,19 +44,12 @@ function isNoScript(error: unknown): boolean {
 
 /**
  * Runs the embedded Lua commands by SHA (EVALSHA). A server that does not know a script (restarted, or
- * `SCRIPT FLUSH`) answers NOSCRIPT; the script is then sent whole once (EVAL, which also caches it again).
- * NOSCRIPT means nothing ran, so the fallback never applies a script twice.
- *
- * With a {@link ReplicaWait}, the writing scripts that must survive a failover are followed, in the same
- * pipeline and so on the same connection to the same node, by `WAIT replicas timeout`: the call returns only
- * once that many replicas hold everything the connection wrote, and fails (transiently) otherwise.
+ * `SCRIPT FLUSH`) answers NOSCRIPT, which means nothing ran: the script is then sent whole once (EVAL).
+ * With a {@link ReplicaWait}, the scripts that must survive a failover are followed by `WAIT` on the same
+ * connection. `timeoutMs`, when given, bounds every call (on clients whose `commandTimeout` duetime does
+ * not control): a command that never settles becomes an error, not a hang.
  */
 export class ScriptRunner {
-  /**
-   * `timeoutMs`, when given, bounds every call made through {@link ScriptRunner.call} (for clients whose own
-   * `commandTimeout` duetime does not control): a command that never settles (ioredis drops unanswered
-   * commands on reconnect when `autoResendUnfulfilledCommands` is off) becomes an error, not a hang.
-   */
   constructor(
     readonly client: RedisClient,
     readonly target = '',
