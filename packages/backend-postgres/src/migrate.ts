@@ -81,7 +81,7 @@ export async function readSchemaVersion(connection: Connection): Promise<number>
  * Throws unless the schema is at exactly this package's version (used with `migrate: false`): a
  * NotFoundError when the schema or its tables do not exist, a BackendError when they are older.
  */
-export async function requireCurrentSchema(connection: Connection): Promise<void> {
+export async function requireCurrentSchema(connection: Connection): Promise<MigrationResult> {
   const found = await readSchemaVersion(connection);
   refuseNewer(connection, found);
   const { schema } = connection.target;
@@ -96,6 +96,7 @@ export async function requireCurrentSchema(connection: Connection): Promise<void
       'open',
       `schema ${JSON.stringify(schema)} is at version ${found}, this package needs version ${SCHEMA_VERSION}: run migrate() first, or open with migrate: true ${tried}`,
     );
+  return { from: found, to: found };
 }
 
 function refuseNewer(connection: Connection, found: number): void {

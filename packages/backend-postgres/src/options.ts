@@ -60,7 +60,7 @@ export interface ResolvedConnection {
 const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** Why a schema name is refused: a plain identifier of at most 63 bytes, not a reserved `pg_` name. */
-export function schemaProblem(value: string): string | undefined {
+function schemaProblem(value: string): string | undefined {
   if (!SCHEMA_NAME.test(value))
     return 'must be a plain identifier (letters, digits, _; not starting with a digit)';
   if (Buffer.byteLength(value) > 63) return 'must be at most 63 bytes';

@@ -1,11 +1,4 @@
-import {
-  type Backend,
-  BackendError,
-  defineBackend,
-  durationOption,
-  InvalidArgumentError,
-  readFactoryOptions,
-} from '@duetime/core';
+import { type Backend, defineBackend } from '@duetime/core';
 import type pg from 'pg';
 import { Connection } from './connection.js';
 import { describeTarget } from './errors.js';
@@ -16,66 +9,63 @@ import {
   type PostgresBackendOptions,
   type PostgresConnection,
   RENAMED_OPTIONS,
-  type ResolvedConnection,
   type ResolvedOptions,
   readOptions,
   resolveConnection,
-  schemaProblem,
 } from './options.js';
 import { PostgresStore, type PostgresUnit } from './store.js';
 
-function openConnection(
-  resolved: ResolvedConnection,
-  options: Pick<ConstructorParameters<typeof Connection>[0], 'logger' | 'clock' | 'preparedStatements'>,
-): Connection {
-  return new Connection({ ...resolved, ...options });
+/** The backend's definition, for `createPostgresBackend` and for `migrate` (which keeps what it found). */
+function postgres(factory: string) {
+  return defineBackend<
+    PostgresConnection,
+    PostgresBackendOptions,
+    ResolvedOptions,
+    pg.PoolClient,
+    PostgresUnit,
+    { migration: MigrationResult }
+  >({
+    name: 'postgres',
+    factory,
+    renamed: RENAMED_OPTIONS,
+    connectTimeoutMs: 10_000,
+    options: readOptions,
+    async open(target, ctx) {
+      const { options, logger, clock } = ctx;
+      const resolved = resolveConnection(target, options, ctx.connectTimeoutMs);
+      const { preparedStatements } = options;
+      const connection = new Connection({ ...resolved, logger, clock, preparedStatements });
+      ctx.onClose(() => connection.close());
+      // One round trip, bounded by connectTimeoutMs even on an application pool configured without a
+      // connection timeout, so a wrong address or a silent network fails with a clear error.
+      await ctx.connect(`PostgreSQL (${describeTarget(resolved.target)})`, () =>
+        connection.query('connect', 'SELECT 1'),
+      );
+      const migration = options.migrate
+        ? await runMigrations(connection)
+        : await requireCurrentSchema(connection);
+      const notifier = new ChangeNotifier({
+        schema: options.schema,
+        createClient: resolved.listenClient,
+        send: (channel, payload) => connection.query('announce schedule change', NOTIFY, [channel, payload]),
+        logger,
+        clock,
+      });
+      ctx.onClose(() => notifier.close());
+      return {
+        store: new PostgresStore(connection, notifier, options.claimTimeoutMs),
+        leases: new PostgresLeases(connection),
+        cursors: new PostgresCursors(connection),
+        capabilities: { multiProcess: true, durable: true, sql: true, exclusiveClaims: true },
+        describe: `postgres backend (${describeTarget(resolved.target)})`,
+        ...(factory === 'migrate' ? { extra: { migration } } : {}),
+      };
+    },
+  });
 }
 
-const openPostgres = defineBackend<
-  PostgresConnection,
-  PostgresBackendOptions,
-  ResolvedOptions,
-  pg.PoolClient,
-  PostgresUnit
->({
-  name: 'postgres',
-  factory: 'createPostgresBackend',
-  renamed: RENAMED_OPTIONS,
-  connectTimeoutMs: 10_000,
-  options: readOptions,
-  async open(target, ctx) {
-    const { options, logger, clock } = ctx;
-    const resolved = resolveConnection(target, options, ctx.connectTimeoutMs);
-    const connection = openConnection(resolved, {
-      logger,
-      clock,
-      preparedStatements: options.preparedStatements,
-    });
-    ctx.onClose(() => connection.close());
-    // One round trip, bounded by connectTimeoutMs even on an application pool configured without a
-    // connection timeout, so a wrong address or a silent network fails with a clear error.
-    await ctx.connect(`PostgreSQL (${describeTarget(resolved.target)})`, () =>
-      connection.query('connect', 'SELECT 1'),
-    );
-    if (options.migrate) await runMigrations(connection);
-    else await requireCurrentSchema(connection);
-    const notifier = new ChangeNotifier({
-      schema: options.schema,
-      createClient: resolved.listenClient,
-      send: (channel, payload) => connection.query('announce schedule change', NOTIFY, [channel, payload]),
-      logger,
-      clock,
-    });
-    ctx.onClose(() => notifier.close());
-    return {
-      store: new PostgresStore(connection, notifier, options.claimTimeoutMs),
-      leases: new PostgresLeases(connection),
-      cursors: new PostgresCursors(connection),
-      capabilities: { multiProcess: true, durable: true, sql: true, exclusiveClaims: true },
-      describe: `postgres backend (${describeTarget(resolved.target)})`,
-    };
-  },
-});
+const openPostgres = postgres('createPostgresBackend');
+const openMigrator = postgres('migrate');
 
 /**
  * Opens duetime on PostgreSQL: checks the connection, migrates the schema (or, with `migrate: false`,
@@ -119,60 +109,7 @@ export async function migrate(
     'schema' | 'logger' | 'connectTimeoutMs' | 'connectionTimeoutMs' | 'applicationName'
   > = {},
 ): Promise<MigrationResult> {
-  const {
-    options: given,
-    logger,
-    clock,
-  } = readFactoryOptions(options, {
-    factory: 'migrate',
-    renamed: RENAMED_OPTIONS,
-  });
-  const schema = given.schema ?? 'duetime';
-  const problem = typeof schema === 'string' ? schemaProblem(schema) : 'must be a string';
-  if (problem) throw new InvalidArgumentError('options.schema', schema, problem);
-  const connectTimeoutMs = durationOption('options.connectTimeoutMs', given.connectTimeoutMs, 10_000);
-  const resolved = resolveConnection(
-    connection,
-    {
-      schema,
-      poolSize: 1,
-      applicationName: given.applicationName ?? 'duetime',
-      idleInTransactionTimeoutMs: 0,
-    },
-    connectTimeoutMs,
-  );
-  const conn = openConnection(resolved, { logger, clock, preparedStatements: false });
-  try {
-    await firstContact(conn, connectTimeoutMs);
-    return await runMigrations(conn);
-  } finally {
-    await conn.close();
-  }
-}
-
-/** One round trip, bounded by `timeoutMs` whatever the pool's own connection timeout. */
-async function firstContact(conn: Connection, timeoutMs: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () =>
-        reject(
-          new BackendError(
-            'connect',
-            `no answer within ${timeoutMs} ms (tried ${describeTarget(conn.target)})`,
-            {
-              transient: true,
-            },
-          ),
-        ),
-      timeoutMs,
-    );
-  });
-  try {
-    const contact = conn.query('connect', 'SELECT 1');
-    contact.catch(() => {}); // when the timeout wins, a later failure has nobody to tell
-    await Promise.race([contact, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
+  const backend = await openMigrator(connection, { ...options, poolSize: 1, migrate: true });
+  await backend.close();
+  return backend.migration;
 }
