@@ -23,7 +23,7 @@ import {
   type Write,
 } from '@duetime/core';
 import type pg from 'pg';
-import type { CheckedOutClient, Connection, PostgresExecutor } from './connection.js';
+import type { CheckedOutClient, Connection } from './connection.js';
 import { sqlState } from './errors.js';
 import type { ChangeNotifier } from './notifications.js';
 import { deadLetterSql } from './sql/dead-letters.js';
@@ -155,23 +155,12 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     this.#notifier.announce(Math.min(...claimed.map((s) => s.dueAt.getTime())));
   }
 
-  /** The executor of `unit`'s transaction, after its BEGIN; the pool's without a unit. */
-  async #exec(unit: PostgresUnit | undefined): Promise<PostgresExecutor> {
-    if (!unit?.client) return this.#connection.exec;
-    await this.#begin(unit);
-    return this.#connection.executor(unit.client);
-  }
-
   async #begin(unit: PostgresUnit): Promise<void> {
     if (unit.ended) throw new BackendError('use a transaction', 'the transaction has already ended');
-    this.#reportFailure(unit, 'begin transaction');
+    if (unit.failure !== undefined) throw this.#connection.error(unit.failure, 'begin transaction');
     if (unit.begun) return;
     unit.begun = true;
     await this.#control(unit, 'begin transaction', BEGIN);
-  }
-
-  #reportFailure(unit: PostgresUnit, operation: string): void {
-    if (unit.failure !== undefined) throw this.#connection.error(unit.failure, operation);
   }
 
   /** Sends transaction control (several statements: the simple protocol, no parameters). */
@@ -343,7 +332,8 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     unit: PostgresUnit | undefined,
   ): Promise<R[]> {
     if (!unit?.client) return (await this.#connection.idempotent<R>(operation, text, params)).rows;
-    return (await this.#connection.query<R>(operation, text, params, await this.#exec(unit))).rows;
+    await this.#begin(unit);
+    return (await this.#connection.query<R>(operation, text, params, unit.writer!.exec)).rows;
   }
 
   async loadSchedule(key: string, unit?: PostgresUnit): Promise<Schedule | undefined> {
@@ -357,29 +347,11 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
   }
 
   async listSchedules(query: ListQuery, unit?: PostgresUnit): Promise<ScheduleHead[]> {
-    const { order, through, prefix, after, recurring, limit } = query;
-    const heads = query.select === 'heads';
     // Nothing is at or before an instant earlier than PostgreSQL stores.
-    if (through && order !== 'key' && through.getTime() < PG_MIN_TIME) return [];
-    const params: unknown[] = [];
-    if (through && order !== 'key') params.push(pgTimestamp(through));
-    if (prefix !== undefined) params.push(prefix);
-    if (recurring !== undefined) params.push(recurring);
-    if (after) {
-      if (order !== 'key') params.push(pgTimestamp(new Date(Math.max(after.at, PG_MIN_TIME))));
-      params.push(after.key);
-    }
-    params.push(limit);
-    const text = this.#sql.schedules.list({
-      order,
-      through: through !== undefined,
-      prefix: prefix !== undefined,
-      after: after !== undefined,
-      recurring: recurring !== undefined,
-      heads,
-    });
+    if (query.through && query.order !== 'key' && query.through.getTime() < PG_MIN_TIME) return [];
+    const { text, params } = this.#sql.schedules.list(query);
     const rows = await this.#read<ScheduleRow>('list schedules', text, params, unit);
-    if (!heads) return rows.map((row) => this.#schedule(row));
+    if (query.select !== 'heads') return rows.map((row) => this.#schedule(row));
     return rows.map(({ key, at, dueAt, version, attempts }) => ({
       key,
       at: new Date(at),
@@ -390,12 +362,7 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
   }
 
   async listDeadLetters(query: DeadLetterListQuery): Promise<DeadLetterRecord[]> {
-    const { prefix, after, limit } = query;
-    const params: unknown[] = [];
-    if (prefix !== undefined) params.push(prefix);
-    if (after !== undefined) params.push(after);
-    params.push(limit);
-    const text = this.#sql.deadLetters.list({ prefix: prefix !== undefined, after: after !== undefined });
+    const { text, params } = this.#sql.deadLetters.list(query);
     const rows = await this.#read<DeadLetterFields>('list dead letters', text, params, undefined);
     return rows.map((row) => decodeDeadLetter(row, this.#where));
   }

@@ -33,7 +33,8 @@ function errorText(text: string): string {
 
 type Put = Extract<Write, { op: 'put' }>;
 
-/** Appends a row to column arrays. */
+/** `n` empty column arrays, and a row appended to such columns. */
+const columns = (n: number): unknown[][] => Array.from({ length: n }, () => []);
 function push(columns: unknown[][], row: unknown[]): void {
   for (const [i, value] of row.entries()) columns[i]!.push(value);
 }
@@ -68,14 +69,15 @@ class Rows {
 export class Writer {
   readonly #connection: Connection;
   readonly #sql: Statements;
-  readonly #exec: PostgresExecutor;
+  /** Where the unit's statements go. */
+  readonly exec: PostgresExecutor;
   /** The earliest due time the writes so far scheduled (for the announcement after the commit). */
   earliest: number | undefined;
 
   constructor(connection: Connection, sql: Statements, exec: PostgresExecutor) {
     this.#connection = connection;
     this.#sql = sql;
-    this.#exec = exec;
+    this.exec = exec;
   }
 
   #note(at: number | undefined): void {
@@ -83,7 +85,7 @@ export class Writer {
   }
 
   #run(operation: string, text: string, params: unknown[]) {
-    return this.#connection.query(operation, text, params, this.#exec);
+    return this.#connection.query(operation, text, params, this.exec);
   }
 
   /**
@@ -153,7 +155,7 @@ export class Writer {
     if (w.events.length === 0) return 0;
     let count: number | null;
     try {
-      ({ rowCount: count } = await this.#exec.query(this.#sql.events.append, [
+      ({ rowCount: count } = await this.exec.query(this.#sql.events.append, [
         w.aggregateId,
         w.expectedSequence,
         w.events.map((e) => e.type),
@@ -175,18 +177,15 @@ export class Writer {
    * still claimed by `owner` are consumed or retried.
    */
   async settle(settlements: readonly Settlement[], owner: string): Promise<void> {
-    const dead: unknown[][] = [[], [], [], [], [], [], []];
-    const consumed: [string[], number[]] = [[], []];
+    const [dead, consumed, retried] = [columns(7), columns(2), columns(6)];
     const next = new Rows();
-    const retried: unknown[][] = [[], [], [], [], [], []];
     const released: string[] = [];
     for (const s of settlements) {
       const { key, version } = s.schedule;
       if (s.outcome === 'consume') {
-        consumed[0].push(key);
-        consumed[1].push(version);
-        if (s.dead) {
-          const row = [
+        push(consumed, [key, version]);
+        if (s.dead)
+          push(dead, [
             key,
             version,
             timestampParam('at', s.schedule.at),
@@ -194,22 +193,19 @@ export class Writer {
             s.dead.attempts,
             errorText(s.dead.error),
             timestampParam('deadAt', s.dead.deadAt),
-          ];
-          push(dead, row);
-        }
+          ]);
         if (s.next)
           next.add(key, s.next.at, s.next.dueAt ?? s.next.at, s.schedule.message, s.next.recurrence);
       } else if (s.outcome === 'retry' && s.failure) {
         const f = s.failure;
-        const row = [
+        push(retried, [
           key,
           version,
           f.attempts,
           errorText(f.error),
           timestampParam('failure.dueAt', f.dueAt),
           f.at ? timestampParam('failure.at', f.at) : null,
-        ];
-        push(retried, row);
+        ]);
         this.#note(f.dueAt.getTime());
       } else {
         released.push(key);
@@ -218,7 +214,7 @@ export class Writer {
     }
     const sql = this.#sql;
     if (dead[0]!.length > 0) await this.#run('keep dead letters', sql.deadLetters.put, dead);
-    if (consumed[0].length > 0)
+    if (consumed[0]!.length > 0)
       await this.#run('consume schedules', sql.schedules.consume, [...consumed, owner]);
     if (next.keys.length > 0) {
       await this.#run('arm next occurrences', sql.schedules.next, next.params());

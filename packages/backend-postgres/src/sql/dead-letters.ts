@@ -1,3 +1,4 @@
+import type { DeadLetterListQuery } from '@duetime/core';
 import { epochMs } from './time.js';
 
 const COLUMNS = `key, version, ${epochMs('at')} AS at, message, attempts, error, ${epochMs('dead_at')} AS "deadAt"`;
@@ -24,13 +25,17 @@ export function deadLetterSql(s: string) {
         dead_at = EXCLUDED.dead_at`,
 
     /** Key order on the primary key, a literal prefix (an index range), keyset paging after a key. */
-    list(query: { prefix: boolean; after: boolean }): string {
+    list(q: DeadLetterListQuery): { text: string; params: unknown[] } {
+      const params: unknown[] = [];
+      const $ = (value: unknown) => `$${params.push(value)}`;
       const where: string[] = [];
-      let n = 0;
-      if (query.prefix) where.push(`starts_with(key, $${++n})`);
-      if (query.after) where.push(`key > $${++n}`);
+      if (q.prefix !== undefined) where.push(`starts_with(key, ${$(q.prefix)})`);
+      if (q.after !== undefined) where.push(`key > ${$(q.after)}`);
       const filter = where.length > 0 ? `WHERE ${where.join(' AND ')}` : '';
-      return `SELECT ${COLUMNS} FROM ${s}.dead_letters ${filter} ORDER BY key LIMIT $${n + 1}`;
+      return {
+        text: `SELECT ${COLUMNS} FROM ${s}.dead_letters ${filter} ORDER BY key LIMIT ${$(q.limit)}`,
+        params,
+      };
     },
   };
 }

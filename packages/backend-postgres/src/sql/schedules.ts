@@ -1,5 +1,5 @@
-import type { ScheduleFields } from '@duetime/core';
-import { epochMs } from './time.js';
+import type { ListQuery, ScheduleFields } from '@duetime/core';
+import { epochMs, PG_MIN_TIME, pgTimestamp } from './time.js';
 
 /** Columns every schedule read returns, in the shape {@link ScheduleRow} describes. */
 const COLUMNS = `key, ${epochMs('at')} AS at, ${epochMs('due_at')} AS "dueAt", version, attempts, message,
@@ -116,31 +116,29 @@ export function scheduleSql(s: string) {
         AS p(key, at, due_at, message, recurrence, recurring)
       ON CONFLICT (key) DO NOTHING`,
 
-    /** Builds the listing query for the filters present; parameters in the order the comments give. */
-    list(query: {
-      order: 'at' | 'due' | 'key';
-      through: boolean;
-      prefix: boolean;
-      after: boolean;
-      recurring: boolean;
-      heads: boolean;
-    }): string {
-      const instant = query.order === 'due' ? 'due_at' : 'at';
+    /** The listing query for `q`, with its parameters. */
+    list(q: ListQuery): { text: string; params: unknown[] } {
+      const instant = q.order === 'due' ? 'due_at' : 'at';
+      const params: unknown[] = [];
+      const $ = (value: unknown, cast = '') => `$${params.push(value)}${cast}`;
+      const time = (ms: number) => $(pgTimestamp(new Date(Math.max(ms, PG_MIN_TIME))), '::timestamptz');
       const where: string[] = [];
-      let n = 0;
-      if (query.through && query.order !== 'key') where.push(`${instant} <= $${++n}::timestamptz`);
-      if (query.prefix) where.push(`starts_with(key, $${++n})`);
-      if (query.recurring) where.push(`recurring = $${++n}::bool`);
-      if (query.after) {
-        if (query.order === 'key') where.push(`key > $${++n}`);
-        else {
-          where.push(`(${instant}, key) > ($${n + 1}::timestamptz, $${n + 2})`);
-          n += 2;
-        }
-      }
+      if (q.through && q.order !== 'key') where.push(`${instant} <= ${time(q.through.getTime())}`);
+      if (q.prefix !== undefined) where.push(`starts_with(key, ${$(q.prefix)})`);
+      if (q.recurring !== undefined) where.push(`recurring = ${$(q.recurring, '::bool')}`);
+      if (q.after)
+        where.push(
+          q.order === 'key'
+            ? `key > ${$(q.after.key)}`
+            : `(${instant}, key) > (${time(q.after.at)}, ${$(q.after.key)})`,
+        );
       const filter = where.length > 0 ? `WHERE ${where.join(' AND ')}` : '';
-      const order = query.order === 'key' ? 'key' : `${instant}, key`;
-      return `SELECT ${query.heads ? HEADS : COLUMNS} FROM ${s}.schedules ${filter} ORDER BY ${order} LIMIT $${n + 1}`;
+      const order = q.order === 'key' ? 'key' : `${instant}, key`;
+      const columns = q.select === 'heads' ? HEADS : COLUMNS;
+      return {
+        text: `SELECT ${columns} FROM ${s}.schedules ${filter} ORDER BY ${order} LIMIT ${$(q.limit)}`,
+        params,
+      };
     },
   };
 }
