@@ -68,7 +68,7 @@ describe('createNatsBackend: bad input and unreachable servers', () => {
     // Longer than a Node.js timer keeps: it would fire after 1 ms.
     [{ requestTimeoutMs: 2 ** 31 }, 'options.requestTimeoutMs'],
     [{ commitTimeoutMs: 2 ** 31 }, 'options.commitTimeoutMs'],
-    [{ connectTimeoutMs: 2 ** 31 }, 'connectTimeoutMs'],
+    [{ connectTimeoutMs: 2 ** 31 }, 'options.connectTimeoutMs'],
     [{ storage: 'disk' }, 'options.storage'],
   ])('rejects options %j with an InvalidArgumentError naming %s', async (options, field) => {
     const error = await rejection(createNatsBackend({ servers: NATS_STORE_URL }, options as never));

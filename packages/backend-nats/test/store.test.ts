@@ -1,9 +1,22 @@
 import { freshNamespace, waitFor } from '@duetime/conformance';
-import { aggregate, type Backend, BackendError, type Message, type StoreChange } from '@duetime/core';
+import {
+  aggregate,
+  type Backend,
+  BackendError,
+  type Message,
+  type Schedule,
+  type Settlement,
+  type StoreChange,
+  silentLogger,
+} from '@duetime/core';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { connectNats } from '../src/index.js';
 import { NatsIo } from '../src/io.js';
 import { layout } from '../src/layout.js';
+import { ServerClock } from '../src/server-clock.js';
+import { readMeta } from '../src/setup.js';
+import { NatsStoreAdapter } from '../src/store/adapter.js';
 import { deleteOpened, NATS_STORE_URL, openOn } from './adapter.js';
 
 const HOUR = 3_600_000;
@@ -32,7 +45,44 @@ async function subjectsByKind(namespace: string): Promise<Map<string, string[]>>
   }
 }
 
-describe('nats store driver', () => {
+const connections: NatsConnection[] = [];
+
+/** The store adapter of the backend under `namespace` (opened already), on a connection of its own. */
+async function adapterOf(namespace: string): Promise<NatsStoreAdapter> {
+  const nc = await connectNats(NATS_STORE_URL);
+  connections.push(nc);
+  const io = await NatsIo.open(nc, 5000, 30_000);
+  const l = layout(namespace);
+  const meta = await readMeta(io, l);
+  const clock = new ServerClock(io, l);
+  return new NatsStoreAdapter({
+    claims: { mode: 'off', ttlMs: 5000 },
+    io,
+    layout: l,
+    versionBase: meta.versionBase,
+    logger: silentLogger,
+    origin: `test-${namespace}`,
+    serverNow: () => clock.now(),
+  });
+}
+
+/** Claims up to `limit` schedules due by `now` and settles each with `settle`. */
+async function deliver(
+  adapter: NatsStoreAdapter,
+  now: Date,
+  limit: number,
+  settle: (s: Schedule) => Omit<Settlement, 'schedule' | 'writes'> = () => ({ outcome: 'consume' }),
+): Promise<Schedule[]> {
+  const unit = await adapter.begin({ now, limit });
+  const claimed = [...(unit.claimed ?? [])];
+  await adapter.commit(unit, {
+    writes: [],
+    settlements: claimed.map((s) => ({ schedule: s, writes: [], ...settle(s) })),
+  });
+  return claimed;
+}
+
+describe('nats store adapter', () => {
   const backends: Backend[] = [];
   async function open(namespace = freshNamespace()): Promise<Backend & { namespace: string }> {
     const backend = await openOn(NATS_STORE_URL, namespace);
@@ -41,11 +91,13 @@ describe('nats store driver', () => {
   }
   afterEach(async () => {
     await Promise.all(backends.splice(0).map((b) => b.close()));
+    await Promise.all(connections.splice(0).map((nc) => nc.close()));
   });
   afterAll(deleteOpened, 60_000);
 
   it('pages through thousands of schedules in (at, key) order, and answers the due index by due time', async () => {
-    const { store } = await open();
+    const { store, namespace } = await open();
+    const adapter = await adapterOf(namespace);
     const base = Date.now() + HOUR;
     const count = 1500;
     for (let batch = 0; batch < count; batch += 300)
@@ -77,35 +129,36 @@ describe('nats store driver', () => {
     expect(prefixed.map((s) => s.key)).toEqual(expected.map((s) => s.key));
 
     // The due index: the first second's schedules, and nothing of later seconds.
-    const first = (await store.driver.dueSchedules(new Date(base), 1000)).map((s) => s.key);
+    const dueBy = async (at: Date) =>
+      (await store.pageSchedules({ order: 'due', through: at, limit: 1000 })).items.map((s) => s.key);
+    const first = await dueBy(new Date(base));
     expect(first.sort()).toEqual(seen.filter((s) => s.at === base).map((s) => s.key));
-    expect(await store.driver.nextDueAt()).toEqual(new Date(base));
+    expect(await store.nextDueAt()).toEqual(new Date(base));
     // A failed attempt moves one schedule behind the others of its second, atomically with its part.
-    const delivery = await store.driver.deliver(new Date(base), 1);
-    const claimed = delivery.claimed[0]!;
-    for (const s of delivery.claimed)
-      await delivery.restore(s, { attempts: 1, dueAt: new Date(base + 1500), error: 'x' });
-    await delivery.commit();
+    const [claimed] = await deliver(adapter, new Date(base), 1, () => ({
+      outcome: 'retry',
+      failure: { attempts: 1, dueAt: new Date(base + 1500), error: 'x' },
+    }));
+    if (!claimed) throw new Error('nothing was claimed');
     const moved = await store.loadSchedule(claimed.key);
     expect(moved).toMatchObject({ version: claimed.version, attempts: 1, lastError: 'x' });
     expect(moved?.dueAt).toEqual(new Date(base + 1500));
-    const due = (await store.driver.dueSchedules(new Date(base + 999), 1000)).map((s) => s.key);
+    const due = await dueBy(new Date(base + 999));
     expect(due.sort()).toEqual(first.filter((k) => k !== claimed.key).sort());
-    expect((await store.driver.dueSchedules(new Date(base + 1500), 1000)).map((s) => s.key)).toContain(
-      claimed.key,
-    );
+    expect(await dueBy(new Date(base + 1500))).toContain(claimed.key);
 
     // One transaction writes at most 1,000 messages (one atomic batch): cancel a tenth at a time.
     let cancelled = 0;
     for (let d = 0; d < 4; d++)
       cancelled += await store.transact((tx) => tx.cancelSchedulePrefix(`page/${d}`));
     expect(cancelled).toBe(count);
-    expect(await store.driver.nextDueAt()).toBeUndefined();
+    expect(await store.nextDueAt()).toBeUndefined();
   }, 120_000);
 
   it('removes the due index of what was delivered: no stale entries or hour markers stay behind', async () => {
     const backend = await open();
     const { store } = backend;
+    const adapter = await adapterOf(backend.namespace);
     const past = Date.now() - 10_000;
     await store.transact(async (tx) => {
       for (let i = 0; i < 50; i++) await tx.schedule(`gone/${i}`, new Date(past + (i % 5) * 1000), msg('g'));
@@ -117,12 +170,10 @@ describe('nats store driver', () => {
     });
     let drained = 0;
     for (let round = 0; round < 10 && drained < 40; round++) {
-      const delivery = await store.driver.deliver(new Date(), 100);
-      drained += delivery.claimed.length;
-      await delivery.commit();
+      drained += (await deliver(adapter, new Date(), 100)).length;
     }
     expect(drained).toBe(40);
-    expect(await store.driver.nextDueAt()).toBeUndefined();
+    expect(await store.nextDueAt()).toBeUndefined();
     await waitFor('the due index to be purged', async () => {
       const kinds = await subjectsByKind(backend.namespace);
       return !kinds.has('q') && !kinds.has('h');
@@ -161,14 +212,14 @@ describe('nats store driver', () => {
   });
 
   it('numbers versions by stream sequence: they only grow per key, across consumption and replacement', async () => {
-    const { store } = await open();
+    const { store, namespace } = await open();
+    const adapter = await adapterOf(namespace);
     const versions: number[] = [];
     for (let round = 0; round < 3; round++) {
       await store.transact((tx) => tx.schedule('v/1', new Date(Date.now() - 1000), msg('v')));
       versions.push((await store.loadSchedule('v/1'))!.version);
-      const delivery = await store.driver.deliver(new Date(), 10);
-      expect(delivery.claimed.map((s) => s.key)).toEqual(['v/1']);
-      await delivery.commit();
+      const claimed = await deliver(adapter, new Date(), 10);
+      expect(claimed.map((s) => s.key)).toEqual(['v/1']);
       expect(await store.loadSchedule('v/1')).toBeUndefined();
     }
     expect(versions).toEqual([...versions].sort((a, b) => a - b));
