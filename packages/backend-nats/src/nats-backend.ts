@@ -147,7 +147,7 @@ export const createNatsBackend = defineBackend<
         multiProcess: true,
         durable: true,
         sql: false,
-        exclusiveClaims: s.claims.mode === 'always',
+        exclusiveClaims: s.claims.mode !== 'off',
       },
       describe: `nats backend ${layout.prefix} on ${nc.getServer()}`,
       extra: {

@@ -113,7 +113,7 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
     try {
       mine = await this.#index.due(claim.now.getTime(), claim.limit, registry, {
         claim: true,
-        spread: this.#claimer.active,
+        spread: this.#claimer.contended,
       });
       if (mine.length > 0 && this.#claimer.active) {
         const { mine: got, theirs } = await this.#claimer.claim(mine);
@@ -151,8 +151,9 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
         if (refused) throw refused;
         this.#announce(outcome);
       }
+      const marked = new Set(unit.mine.filter((f) => f.claimSeq !== undefined).map((f) => f.schedule.key));
       const settling = changes.settlements
-        .map((s) => ({ s, ops: settlementOps(s) }))
+        .map((s) => ({ s, ops: settlementOps(s, marked.has(s.schedule.key)) }))
         .filter(({ ops }) => ops.length > 0);
       if (settling.length > 0) {
         const outcome = await this.#committer.commit(
@@ -165,6 +166,9 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
             if (refused instanceof ConflictError && refused.kind === 'schedule') this.#claimer.noteContention();
             rejected.set(s.schedule.key, refused);
           } else if (s.outcome === 'consume') consumed.add(s.schedule.key);
+          // The batch removed the marker of a settled schedule.
+          if (!refused && settling[i]!.ops.some((op) => op.op === 'unclaim'))
+            for (const f of unit.mine) if (f.schedule.key === s.schedule.key) f.claimSeq = undefined;
         });
         this.#announce(outcome);
       }
@@ -260,26 +264,36 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
 
   async listSchedules(query: ListQuery): Promise<ScheduleHead[]> {
     const { order, prefix, after, recurring, through, limit } = query;
-    // Due order over the whole store is what dispatchers ask (what is due, the next deadline): the due
-    // index answers it without reading every record.
-    if (order === 'due' && prefix === undefined && after === undefined && recurring === undefined) {
-      const found = await this.#index.due(
-        through?.getTime() ?? Number.MAX_SAFE_INTEGER,
-        limit,
-        { has: () => false },
-        { claim: false },
-      );
-      // Schedules claimed by open units are still active: the index read may pass their entries.
-      const all = new Map(found.map((f) => [f.schedule.key, f.schedule]));
-      for (const f of [...this.#held.values(), ...[...this.#theirs.values()].map((t) => t.found)])
-        if (!all.has(f.schedule.key) && (through === undefined || f.schedule.dueAt <= through))
-          all.set(f.schedule.key, f.schedule);
-      return [...all.values()]
-        .sort(compareDue)
-        .slice(0, limit)
-        .map((s) => ({ ...s }));
+    // The next deadline (what an idle dispatcher asks): the due index answers it without reading every
+    // record; other queries scan.
+    if (
+      order === 'due' &&
+      limit === 1 &&
+      through === undefined &&
+      prefix === undefined &&
+      after === undefined &&
+      recurring === undefined
+    ) {
+      const next = await this.#next();
+      if (next !== 'unknown') return next ? [next] : [];
     }
     return listSchedules(this.#c, query);
+  }
+
+  /** The schedule due first, from the due index; `unknown` when the index cannot tell which it is. */
+  async #next(): Promise<Schedule | undefined | 'unknown'> {
+    this.#forgetTheirs();
+    const open = [...this.#held.values(), ...[...this.#theirs.values()].map((t) => t.found)];
+    const held = new Set(open.map((f) => f.schedule.key));
+    const due = await this.#index.next(held);
+    const candidates = open.map((f) => f.schedule);
+    if (due !== undefined) {
+      const found = await this.#index.due(due, 1, held, { claim: false });
+      if (found.length === 0) return 'unknown';
+      candidates.push(...found.map((f) => f.schedule));
+    }
+    const first = candidates.sort(compareDue)[0];
+    return first ? { ...first } : undefined;
   }
 
   async listDeadLetters(query: DeadLetterListQuery): Promise<DeadLetterRecord[]> {
@@ -352,14 +366,18 @@ function opOf(w: Write): StoreOp {
   return w;
 }
 
-/** The operations of one settlement, applied as one group (all or nothing). */
-function settlementOps(s: Settlement): StoreOp[] {
+/**
+ * The operations of one settlement, applied as one group (all or nothing); a consumed or retried
+ * schedule's claim marker (when `marked`) goes with them.
+ */
+function settlementOps(s: Settlement, marked: boolean): StoreOp[] {
   const { key, version } = s.schedule;
   const writes = s.writes.map(opOf);
   if (s.outcome === 'release') return writes;
+  const unclaim: StoreOp[] = marked ? [{ op: 'unclaim', key }] : [];
   if (s.outcome === 'retry')
-    return s.failure ? [{ op: 'fail', key, version, ...s.failure }, ...writes] : writes;
-  const ops: StoreOp[] = [{ op: 'consume', key, version }];
+    return s.failure ? [{ op: 'fail', key, version, ...s.failure }, ...writes, ...unclaim] : writes;
+  const ops: StoreOp[] = [{ op: 'consume', key, version }, ...unclaim];
   if (s.dead)
     ops.push({
       op: 'dead',

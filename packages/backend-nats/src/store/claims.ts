@@ -15,13 +15,14 @@ import type { Found } from './due.js';
  * server keeps it for {@link LAPSED_MEMORY_S} more: a claim that is met lapsed on the very record it
  * claimed was never settled (its process died), and the schedule is claimed again as `interrupted`.
  *
- * Claims save duplicate work; they are not what keeps effects single: every consumption is a
- * compare-and-set on the schedule's record at commit, claimed or not. Modes:
- * - `auto` (default): claim once other processes are seen delivering from the same store (a consumption
- *   refused because another process consumed first, or another process's marker met), for a minute after
- *   the last sighting. A process alone pays nothing.
- * - `always`: claim every delivery (the backend then declares `exclusiveClaims`).
- * - `off`.
+ * Claims save duplicate work and count crashes; they are not what keeps effects single: every
+ * consumption is a compare-and-set on the schedule's record at commit, claimed or not. A settled
+ * schedule's marker is removed by the commit's own batch. Modes:
+ * - `auto` (default) and `always`: claim every delivery (the backend declares `exclusiveClaims`). With
+ *   `auto`, deliveries also start at a random place in a long second once other processes are seen
+ *   delivering from the same store (for a minute after the last sighting), so they rarely meet.
+ * - `off`: no markers (and no crash counting: a delivery whose process died is delivered again as if
+ *   it had never started).
  */
 export type ClaimMode = 'auto' | 'always' | 'off';
 
@@ -66,11 +67,14 @@ export class Claimer {
     return this.#settings.ttlMs;
   }
 
-  /** Whether deliveries claim now. */
+  /** Whether deliveries claim. */
   get active(): boolean {
-    if (this.#settings.mode === 'always') return true;
-    if (this.#settings.mode === 'off') return false;
-    return performance.now() < this.#contendedUntil;
+    return this.#settings.mode !== 'off';
+  }
+
+  /** Whether other processes deliver from the same store (spread the reads of a long second). */
+  get contended(): boolean {
+    return this.#settings.mode === 'always' || performance.now() < this.#contendedUntil;
   }
 
   /** Another process delivers from the same store: claim for a while (mode `auto`). */

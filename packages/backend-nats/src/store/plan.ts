@@ -47,7 +47,9 @@ export type StoreOp =
   | { op: 'fail'; key: string; version: number; attempts: number; dueAt: Date; error: string; at?: Date }
   /** Keeps a dead letter under its key, replacing an older one. */
   | { op: 'dead'; record: DeadLetterRecord }
-  | { op: 'deleteDead'; key: string };
+  | { op: 'deleteDead'; key: string }
+  /** Removes the delivery claim marker of `key` (its schedule is settled). */
+  | { op: 'unclaim'; key: string };
 
 export interface Expectation {
   subject: string;
@@ -83,6 +85,7 @@ export interface Group {
 export const PAIRS = new WeakMap<BatchMessage, DuePair>();
 
 export const ROLLUP = { 'Nats-Rollup': 'sub' } as const;
+const UNCLAIM = { 'Nats-Rollup': 'sub', 'Nats-TTL': '1s' } as const;
 const TOMBSTONE = { 'Nats-Rollup': 'sub', 'Nats-TTL': TOMBSTONE_TTL, [DELETED]: '1' } as const;
 
 /** Plans every group: reads what the operations need (prefix deletions, unclaimed consumptions). */
@@ -220,6 +223,9 @@ export async function planGroups(c: CommitContext, groups: readonly Group[]): Pr
           break;
         case 'deleteDead':
           tombstone(layout.deadLetter(op.key));
+          break;
+        case 'unclaim':
+          plan.messages.push({ subject: layout.claim(op.key), data: '', headers: UNCLAIM });
           break;
       }
       if (plan.conflict) break;
