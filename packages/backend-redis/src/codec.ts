@@ -7,7 +7,6 @@ import {
   type Event,
   isOneShot,
   type Schedule,
-  type ScheduleHead,
   type StoredState,
 } from '@duetime/core';
 
@@ -62,14 +61,6 @@ export function decodeStored(key: string, value: unknown, where: string, heads =
   if (!message.startsWith('{') || parseJson(message) === undefined) throw bad();
   const recurrence = optional.r ?? optional.s;
   return decodeSchedule({ ...fields, message, lastError: optional.e, recurrence }, `key ${where}`);
-}
-
-/** Decodes a flat `[key1, value1, key2, value2, ...]` reply into schedules (heads, with `heads`). */
-export function decodePairs(reply: unknown[], where: string, heads = false): ScheduleHead[] {
-  const out: ScheduleHead[] = [];
-  for (let i = 0; i + 1 < reply.length; i += 2)
-    out.push(decodeStored(String(reply[i]), reply[i + 1], where, heads));
-  return out;
 }
 
 /** Reads one stored event of the list `where`. */

@@ -1,8 +1,7 @@
 import type { Settlement, Write } from '@duetime/core';
 import { encodeDeadLetter, encodeState } from './codec.js';
 import type { KeySpace } from './keys.js';
-
-export type Arg = string | number;
+import type { Arg } from './scripts.js';
 
 /** The script operations of `writes` (see src/lua/commit.lua); `list` gives an event list's KEYS index. */
 export function encodeWrites(

@@ -39,10 +39,9 @@ export function isCluster(client: RedisClient): client is Cluster {
 }
 
 /**
- * The client of `connection`: the application's (checked: an ioredis `Redis` or `Cluster` by shape, so a
- * client of the application's own copy of ioredis is accepted too, without `keyPrefix`), or one created
- * from the URL and closed with the backend. A created client fails commands after one reconnection attempt
- * instead of queueing them forever, and reconnects in the background with capped backoff.
+ * The client of `connection`: the application's (an ioredis `Redis` or `Cluster`, judged by shape so that
+ * another copy of ioredis works too), or one created from the URL, closed with the backend, that fails
+ * commands after one reconnection attempt and reconnects in the background with capped backoff.
  */
 export async function openClient(
   connection: { url?: string; client?: RedisClient },
@@ -142,14 +141,10 @@ export async function checkServer(
       const policy = await setting('maxmemory-policy');
       if (policy !== undefined && policy !== 'noeviction')
         logger.warn('redis may evict duetime keys: set maxmemory-policy to noeviction', { target, policy });
-      const save = await setting('save');
-      if ((await setting('appendonly')) === 'no' && (save === undefined || save === ''))
-        logger.info(
-          'redis persists nothing (appendonly no, no save points): a restart loses every schedule',
-          {
-            target,
-          },
-        );
+      const nothing =
+        'redis persists nothing (appendonly no, no save points): a restart loses every schedule';
+      if ((await setting('appendonly')) === 'no' && !(await setting('save')))
+        logger.info(nothing, { target });
     }
     for (const node of replicas === undefined ? [] : isCluster(client) ? client.nodes('master') : [client]) {
       const info = await within(2000, node.info('replication')).catch(() => undefined);
@@ -162,10 +157,9 @@ export async function checkServer(
         );
     }
   };
-  const late = () =>
-    new BackendError('connect', `redis ${target} did not answer within ${timeoutMs} ms`, { transient: true });
+  const late = `redis ${target} did not answer within ${timeoutMs} ms`;
   try {
-    await within(timeoutMs, check(), late);
+    await within(timeoutMs, check(), () => new BackendError('connect', late, { transient: true }));
   } catch (error) {
     throw mapRedisError(error, 'connect', target);
   }

@@ -9,18 +9,13 @@ import type { KeySpace } from './keys.js';
 import type { LuaScriptName } from './lua/scripts.generated.js';
 import type { ScriptRunner } from './scripts.js';
 
-interface Context {
-  keys: KeySpace;
-  runner: ScriptRunner;
-}
-
 /**
  * Leases on Redis: one string per lease (`token owner`) expiring by `PX`, so expiry is judged by the server's
  * clock, never the caller's. Fencing tokens come from one store-wide `INCR` counter that release and expiry
  * leave alone, so every new holding gets a larger token than any before it.
  */
 export class RedisLeases implements LeaseBackend {
-  constructor(readonly c: Context) {}
+  constructor(readonly c: { keys: KeySpace; runner: ScriptRunner }) {}
 
   async acquire(key: string, owner: string, ttlMs: number): Promise<LeaseGrant | undefined> {
     const extra = [this.c.keys.leaseToken];
@@ -63,7 +58,7 @@ export class RedisLeases implements LeaseBackend {
 
 /** Calendar cursors: one string per cursor (ms since the epoch) expiring by `PX`; a script keeps the maximum. */
 export class RedisCursors implements CursorBackend {
-  constructor(readonly c: Context) {}
+  constructor(readonly c: { keys: KeySpace; runner: ScriptRunner }) {}
 
   async read(key: string): Promise<Date | undefined> {
     const cursorKey = this.c.keys.cursor(key);

@@ -145,15 +145,12 @@ const factory = defineBackend<RedisConnection, RedisBackendOptions, Resolved, un
 });
 
 /**
- * Opens a duetime backend on Redis 7 or later: the transactional store, leases and cursors.
- *
- * With `{ url }` the backend creates its connection and `close()` closes it; with `{ client }` it uses the
- * application's ioredis client (a `Redis` or a `Cluster`) and never closes it. A change subscriber (a
- * duplicate of the client) is created only while a dispatcher watches.
+ * Opens a duetime backend on Redis 7 or later: the transactional store, leases and cursors. With `{ url }`
+ * the backend creates its connection and `close()` closes it; with `{ client }` it uses the application's
+ * ioredis `Redis` or `Cluster` and never closes it.
  *
  * @example
  * const backend = await createRedisBackend({ url: 'redis://127.0.0.1:6379' }, { prefix: 'billing' });
- *
  * @throws {InvalidArgumentError} for a bad URL or option, naming it.
  * @throws {BackendError} when the server cannot be reached, refuses the login, or does not answer in time.
  * @throws {NotSupportedError} for a server older than Redis 7.

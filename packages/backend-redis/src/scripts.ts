@@ -6,14 +6,10 @@ import { type LuaScriptName, luaScripts } from './lua/scripts.generated.js';
 /** The ioredis client duetime talks through: a single server or a cluster. */
 export type RedisClient = Redis | Cluster;
 
-type Arg = string | number;
+export type Arg = string | number;
 
-/** How many replicas must confirm a write before it counts as done (`WAIT`), and how long to wait. */
-export interface ReplicaWait {
-  replicas: number;
-  /** The `WAIT` timeout, in ms. */
-  timeoutMs: number;
-}
+/** How many replicas must confirm a write before it counts as done (`WAIT`), and the `WAIT` timeout in ms. */
+export type ReplicaWait = { replicas: number; timeoutMs: number };
 
 /**
  * The scripts whose writes a failover must not lose: a commit (schedules, events, consumptions), a lease's

@@ -20,10 +20,10 @@ import {
   type Unit,
   type WatchEvent,
 } from '@duetime/core';
-import { decodePairs, decodeStored, decodeStoredDeadLetter, decodeStoredEvent } from './codec.js';
-import { type Arg, encodeCommit, encodeSettlement, encodeWrites } from './commit.js';
+import { decodeStored, decodeStoredDeadLetter, decodeStoredEvent } from './codec.js';
+import { encodeCommit, encodeSettlement, encodeWrites } from './commit.js';
 import type { KeySpace } from './keys.js';
-import type { ScriptRunner } from './scripts.js';
+import type { Arg, ScriptRunner } from './scripts.js';
 import { type WatchSettings, watchChanges } from './watch.js';
 
 /** Entries one `list` call examines at most, so a sparse prefix never blocks the server for long. */
@@ -85,12 +85,13 @@ export class RedisStore implements StoreAdapter<undefined, RedisUnit> {
     const { keys, claimTtl, senderId } = this.#s;
     const token = claimTtl === undefined || !claim ? '' : `${senderId}.${(++this.#units).toString(36)}`;
     if (!claim) return { token };
-    const reply = (await this.#s.runner.script(
+    const args = [claim.now.getTime(), claim.limit, claimTtl ?? 0, token];
+    const reply = await this.#list(
       'claim due schedules',
       'deliver',
       [keys.due, keys.schedules, keys.claims],
-      [claim.now.getTime(), claim.limit, claimTtl ?? 0, token],
-    )) as unknown[];
+      args,
+    );
     const claimed: Claimed[] = [];
     try {
       for (let i = 0; i + 2 < reply.length; i += 3) {
@@ -184,8 +185,12 @@ export class RedisStore implements StoreAdapter<undefined, RedisUnit> {
       await this.#claims('release claims', 'claim-release', [unit.token, ...keys]);
   }
 
-  #claims(operation: string, script: 'claim-renew' | 'claim-release', args: (string | number)[]) {
+  #claims(operation: string, script: 'claim-renew' | 'claim-release', args: Arg[]) {
     return this.#s.runner.script(operation, script, [this.#s.keys.claims], args);
+  }
+
+  async #list(operation: string, script: 'deliver' | 'list' | 'dead-list', keys: string[], args: Arg[]) {
+    return (await this.#s.runner.script(operation, script, keys, args)) as unknown[];
   }
 
   async loadEvents(aggregateId: string): Promise<Event[]> {
@@ -216,14 +221,10 @@ export class RedisStore implements StoreAdapter<undefined, RedisUnit> {
       const args = [through?.getTime() ?? '', prefix ?? '', after?.at ?? '', after?.key ?? ''];
       args.push(limit - items.length, LIST_BUDGET, LIST_SORT_LIMIT);
       args.push(recurring === undefined ? '' : recurring ? '1' : '0', heads ? '1' : '');
-      const reply = (await this.#s.runner.script(
-        'list schedules',
-        'list',
-        [index, keys.schedules, keys.index],
-        args,
-      )) as unknown[];
+      const reply = await this.#list('list schedules', 'list', [index, keys.schedules, keys.index], args);
       const [done, resumeAt, resumeKey] = reply;
-      items.push(...decodePairs(reply.slice(3), keys.schedules, heads));
+      for (let i = 3; i + 1 < reply.length; i += 2)
+        items.push(decodeStored(String(reply[i]), reply[i + 1], keys.schedules, heads));
       if (done === 1 || items.length >= limit) return items;
       after = { at: Number(resumeAt), key: String(resumeKey) };
     }
@@ -232,12 +233,8 @@ export class RedisStore implements StoreAdapter<undefined, RedisUnit> {
   /** One `dead-list` script call: a ZRANGE BYLEX page of the dead-letter index and the records with it. */
   async listDeadLetters(query: DeadLetterListQuery): Promise<DeadLetterRecord[]> {
     const { keys } = this.#s;
-    const reply = (await this.#s.runner.script(
-      'list dead letters',
-      'dead-list',
-      [keys.dead, keys.deadIndex],
-      [query.prefix ?? '', query.after ?? '', query.limit],
-    )) as unknown[];
+    const args = [query.prefix ?? '', query.after ?? '', query.limit];
+    const reply = await this.#list('list dead letters', 'dead-list', [keys.dead, keys.deadIndex], args);
     const out: DeadLetterRecord[] = [];
     for (let i = 0; i + 1 < reply.length; i += 2)
       out.push(decodeStoredDeadLetter(String(reply[i]), reply[i + 1], keys.dead));
