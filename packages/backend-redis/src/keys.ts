@@ -62,22 +62,12 @@ export class KeySpace {
   }
 
   /** List of an aggregate's events, as JSON, in sequence order. */
-  events(aggregateId: string): string {
-    return `${this.base}events:${aggregateId}`;
-  }
-
-  lease(key: string): string {
-    return `${this.base}lease:${key}`;
-  }
-
-  cursor(key: string): string {
-    return `${this.base}cursor:${key}`;
-  }
-
+  readonly events = (aggregateId: string): string => `${this.base}events:${aggregateId}`;
+  /** A lease (`token owner`, expiring) and a calendar cursor (ms, expiring). */
+  readonly lease = (key: string): string => `${this.base}lease:${key}`;
+  readonly cursor = (key: string): string => `${this.base}cursor:${key}`;
   /** Marks a commit as applied, so a resend of the same commit is recognised. */
-  marker(commitId: string): string {
-    return `${this.base}tx:${commitId}`;
-  }
+  readonly marker = (commitId: string): string => `${this.base}tx:${commitId}`;
 
   /** Glob pattern matching every key of this store (for tools and tests; `*`, `?`, `[` and `\` escaped). */
   get pattern(): string {
