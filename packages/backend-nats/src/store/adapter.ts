@@ -151,9 +151,11 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
         if (refused) throw refused;
         this.#announce(outcome);
       }
-      const marked = new Set(unit.mine.filter((f) => f.claimSeq !== undefined).map((f) => f.schedule.key));
+      const marked = new Map(
+        unit.mine.filter((f) => f.claimSeq !== undefined).map((f) => [f.schedule.key, f.seq]),
+      );
       const settling = changes.settlements
-        .map((s) => ({ s, ops: settlementOps(s, marked.has(s.schedule.key)) }))
+        .map((s) => ({ s, ops: settlementOps(s, marked.get(s.schedule.key)) }))
         .filter(({ ops }) => ops.length > 0);
       if (settling.length > 0) {
         const outcome = await this.#committer.commit(
@@ -368,13 +370,13 @@ function opOf(w: Write): StoreOp {
 
 /**
  * The operations of one settlement, applied as one group (all or nothing); a consumed or retried
- * schedule's claim marker (when `marked`) goes with them.
+ * schedule's claim marker (on the record sequence `marked`) is marked settled with them.
  */
-function settlementOps(s: Settlement, marked: boolean): StoreOp[] {
+function settlementOps(s: Settlement, marked: number | undefined): StoreOp[] {
   const { key, version } = s.schedule;
   const writes = s.writes.map(opOf);
   if (s.outcome === 'release') return writes;
-  const unclaim: StoreOp[] = marked ? [{ op: 'unclaim', key }] : [];
+  const unclaim: StoreOp[] = marked !== undefined ? [{ op: 'unclaim', key, seq: marked }] : [];
   if (s.outcome === 'retry')
     return s.failure ? [{ op: 'fail', key, version, ...s.failure }, ...writes, ...unclaim] : writes;
   const ops: StoreOp[] = [{ op: 'consume', key, version }, ...unclaim];

@@ -17,7 +17,7 @@ import type { Found } from './due.js';
  *
  * Claims save duplicate work and count crashes; they are not what keeps effects single: every
  * consumption is a compare-and-set on the schedule's record at commit, claimed or not. A settled
- * schedule's marker is removed by the commit's own batch. Modes:
+ * schedule's marker is marked settled by the commit's own batch. Modes:
  * - `auto` (default) and `always`: claim every delivery (the backend declares `exclusiveClaims`). With
  *   `auto`, deliveries also start at a random place in a long second once other processes are seen
  *   delivering from the same store (for a minute after the last sighting), so they rarely meet.
@@ -33,6 +33,18 @@ export interface ClaimSettings {
 
 /** How long the server keeps a lapsed marker, in seconds (to tell an interrupted claim). */
 const LAPSED_MEMORY_S = 600;
+
+/**
+ * How long the server keeps the marker of a settled claim (`{ d: <record sequence> }`, written by the
+ * commit's batch): a process that read the due index before the commit and claims the consumed record
+ * afterwards finds it settled, instead of running it again.
+ */
+const SETTLED_TTL = '60s';
+
+/** The marker of a settled claim on the record at `seq` (see {@link SETTLED_TTL}). */
+export function settledMarker(seq: number): { data: string; headers: Record<string, string> } {
+  return { data: JSON.stringify({ d: seq }), headers: { 'Nats-Rollup': 'sub', 'Nats-TTL': SETTLED_TTL } };
+}
 
 /** How long `auto` keeps claiming after the last sign of another delivering process. */
 const CONTENTION_WINDOW_MS = 60_000;
@@ -121,12 +133,14 @@ export class Claimer {
         const held = await this.#io.last(this.#layout.storeStream, subject);
         if (held) {
           expected = held.seq;
-          let marker: { o?: unknown; r?: unknown } = {};
+          let marker: { o?: unknown; r?: unknown; d?: unknown } = {};
           try {
             marker = held.data.length > 0 ? held.json() : {};
           } catch {
             marker = {};
           }
+          // Settled meanwhile (consumed, or retried as a new record): not to run again.
+          if (marker.d === f.seq) return undefined;
           if (marker.r === f.seq) {
             const lapsed = held.time + this.#settings.ttlMs <= (await this.#now());
             // A live claim of another process on this very record: theirs.

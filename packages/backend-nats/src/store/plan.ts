@@ -7,6 +7,7 @@ import {
   type StoredState,
 } from '@duetime/core';
 import type { BatchMessage } from '../io.js';
+import { settledMarker } from './claims.js';
 import type { CommitContext } from './commit.js';
 import {
   DELETED,
@@ -48,8 +49,8 @@ export type StoreOp =
   /** Keeps a dead letter under its key, replacing an older one. */
   | { op: 'dead'; record: DeadLetterRecord }
   | { op: 'deleteDead'; key: string }
-  /** Removes the delivery claim marker of `key` (its schedule is settled). */
-  | { op: 'unclaim'; key: string };
+  /** Marks the delivery claim of `key`'s record at `seq` settled (see claims.ts). */
+  | { op: 'unclaim'; key: string; seq: number };
 
 export interface Expectation {
   subject: string;
@@ -85,7 +86,6 @@ export interface Group {
 export const PAIRS = new WeakMap<BatchMessage, DuePair>();
 
 export const ROLLUP = { 'Nats-Rollup': 'sub' } as const;
-const UNCLAIM = { 'Nats-Rollup': 'sub', 'Nats-TTL': '1s' } as const;
 const TOMBSTONE = { 'Nats-Rollup': 'sub', 'Nats-TTL': TOMBSTONE_TTL, [DELETED]: '1' } as const;
 
 /** Plans every group: reads what the operations need (prefix deletions, unclaimed consumptions). */
@@ -225,7 +225,7 @@ export async function planGroups(c: CommitContext, groups: readonly Group[]): Pr
           tombstone(layout.deadLetter(op.key));
           break;
         case 'unclaim':
-          plan.messages.push({ subject: layout.claim(op.key), data: '', headers: UNCLAIM });
+          plan.messages.push({ subject: layout.claim(op.key), ...settledMarker(op.seq) });
           break;
       }
       if (plan.conflict) break;
