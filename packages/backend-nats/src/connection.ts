@@ -5,6 +5,7 @@ import {
   InvalidArgumentError,
   type Logger,
   MAX_TIMER_MS,
+  redactUrl,
 } from '@duetime/core';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 
@@ -65,30 +66,31 @@ export function parseServers(value: unknown, field = 'servers'): ServerTarget[] 
     } catch {
       throw new InvalidArgumentError(
         where,
-        maskPassword(entry),
+        redactUrl(entry),
         'is not a valid URL (expected nats://host:port)',
       );
     }
     if (!SCHEMES.has(url.protocol))
       throw new InvalidArgumentError(
         where,
-        maskPassword(entry),
+        redactUrl(entry),
         `has the scheme ${JSON.stringify(url.protocol.slice(0, -1))}; use nats:// or tls://`,
       );
-    if (url.hostname === '') throw new InvalidArgumentError(where, maskPassword(entry), 'names no host');
+    if (url.hostname === '') throw new InvalidArgumentError(where, redactUrl(entry), 'names no host');
     if (url.pathname !== '' && url.pathname !== '/')
-      throw new InvalidArgumentError(where, maskPassword(entry), 'must not have a path');
+      throw new InvalidArgumentError(where, redactUrl(entry), 'must not have a path');
     const port = url.port === '' ? 4222 : Number(url.port);
     if (!Number.isInteger(port) || port < 1 || port > 65535)
-      throw new InvalidArgumentError(where, maskPassword(entry), 'has an invalid port');
+      throw new InvalidArgumentError(where, redactUrl(entry), 'has an invalid port');
     return { given: text, display: `${url.protocol}//${url.hostname}:${port}` };
   });
 }
 
-/** Replaces the password of a URL-looking string with `***`. */
-export function maskPassword(text: string): string {
-  return text.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:@/]*:)[^@/]*@/i, '$1***@');
-}
+/**
+ * Replaces the password of a URL-looking string with `***`.
+ * @deprecated use `redactUrl` from `@duetime/core`.
+ */
+export const maskPassword: (text: string) => string = redactUrl;
 
 /** `nats://a:4222, nats://b:4222`. */
 export function describeTargets(targets: readonly ServerTarget[]): string {

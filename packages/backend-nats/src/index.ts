@@ -1,5 +1,4 @@
 export * from './connection.js';
-export { StreamMismatchError } from './streams.js';
 export * from './jetstream-scheduler/index.js';
 export type { MigrationReport } from './migrate.js';
 export {
@@ -14,3 +13,4 @@ export {
   type NatsTarget,
   STORE_MIN_SERVER,
 } from './nats-backend.js';
+export { StreamMismatchError } from './streams.js';

@@ -1,11 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import {
-  type Backend,
-  type Clock,
-  defineBackend,
-  InvalidArgumentError,
-  type Logger,
-} from '@duetime/core';
+import { type Backend, type Clock, defineBackend, InvalidArgumentError, type Logger } from '@duetime/core';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   checkConnection,
@@ -74,7 +68,8 @@ async function connectTarget(
   const hasConnection = 'connection' in target && target.connection !== undefined;
   if (hasServers === hasConnection)
     throw new InvalidArgumentError('target', target, 'give exactly one of { servers } or { connection }');
-  if (!hasServers) return { nc: checkConnection((target as { connection: unknown }).connection), owned: false };
+  if (!hasServers)
+    return { nc: checkConnection((target as { connection: unknown }).connection), owned: false };
   const servers = (target as { servers: NatsServers }).servers;
   const targets = parseServers(servers);
   const nc = await connect(describeTargets(targets), () => connectNats(servers, { connectTimeoutMs, name }));
@@ -112,8 +107,15 @@ export const createNatsBackend = defineBackend<
     const s = ctx.options;
     const layout = makeLayout(s.prefix);
     for (const name of s.deprecated)
-      ctx.logger.warn(`nats backend: options.${name} is deprecated and ignored (the store no longer needs it)`);
-    const { nc, owned } = await connectTarget(target, `duetime ${layout.prefix}`, ctx.connectTimeoutMs, ctx.connect);
+      ctx.logger.warn(
+        `nats backend: options.${name} is deprecated and ignored (the store no longer needs it)`,
+      );
+    const { nc, owned } = await connectTarget(
+      target,
+      `duetime ${layout.prefix}`,
+      ctx.connectTimeoutMs,
+      ctx.connect,
+    );
     if (owned) ctx.onClose(() => nc.close());
     const version = serverVersion(nc);
     requireStoreServer(version, nc.getServer());

@@ -129,7 +129,9 @@ class PlainReader implements OptionReader {
 
   duration(name: string, fallback: number, options: { allowZero?: boolean; max?: number } = {}): number {
     const value = this.#take(name);
-    return value === undefined ? fallback : duration(`options.${name}`, value, { max: MAX_TIMER_MS, ...options });
+    return value === undefined
+      ? fallback
+      : duration(`options.${name}`, value, { max: MAX_TIMER_MS, ...options });
   }
 
   boolean(name: string, fallback: boolean): boolean {
@@ -164,7 +166,8 @@ class PlainReader implements OptionReader {
   string(name: string, fallback: string, check?: (value: string) => string | undefined): string {
     const value = this.#take(name);
     if (value === undefined) return fallback;
-    if (typeof value !== 'string') throw new InvalidArgumentError(`options.${name}`, value, 'must be a string');
+    if (typeof value !== 'string')
+      throw new InvalidArgumentError(`options.${name}`, value, 'must be a string');
     const reason = check?.(value);
     if (reason !== undefined) throw new InvalidArgumentError(`options.${name}`, value, reason);
     return value;
@@ -222,4 +225,3 @@ function claimSettings(value: unknown): ClaimSettings {
     "must be 'auto', 'always', false or { mode, ttlMs }",
   );
 }
-

@@ -139,4 +139,3 @@ export async function refuseLegacyStore(io: NatsIo, layout: Layout, logger: Logg
   }
   throw new LegacyStoreError(layout.prefix, found);
 }
-

@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:net';
 import { freshNamespace } from '@duetime/conformance';
 import { BackendError, InvalidArgumentError, NotSupportedError } from '@duetime/core';
+import { freePort } from '@duetime/testing';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
@@ -12,7 +13,6 @@ import {
   type NatsTarget,
   StreamMismatchError,
 } from '../src/index.js';
-import { freePort } from '@duetime/testing';
 import { NATS_STORE_URL, NATS_URL } from './adapter.js';
 
 async function rejection(promise: Promise<unknown>): Promise<unknown> {

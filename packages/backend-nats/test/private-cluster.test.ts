@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import { newerNatsServerBinary, PrivateNatsCluster } from '@duetime/testing';
 import { jetstreamManager, StorageType } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { connectNats } from '../src/index.js';
-import { newerNatsServerBinary, PrivateNatsCluster } from '@duetime/testing';
 
 // PrivateNatsCluster (from '@duetime/testing'): a cluster of the test's own that tests lose
 // servers of. Checked with the JetStream client alone: it forms one cluster, finds a replicated stream's

@@ -1,8 +1,8 @@
 import { freshNamespace, waitFor } from '@duetime/conformance';
 import { aggregate, Dispatcher, isTransient, type Logger } from '@duetime/core';
+import { newerNatsServerBinary, PrivateNatsServer } from '@duetime/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createNatsBackend, type NatsBackend } from '../src/index.js';
-import { newerNatsServerBinary, PrivateNatsServer } from '@duetime/testing';
 
 const effects = aggregate({ type: 'restart-effects', initial: 0, apply: { applied: (n: number) => n + 1 } });
 

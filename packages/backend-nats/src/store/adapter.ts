@@ -165,7 +165,8 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
           const refused = outcome.results[i];
           if (refused) {
             // Another process consumed or replaced it first: other dispatchers work on this store.
-            if (refused instanceof ConflictError && refused.kind === 'schedule') this.#claimer.noteContention();
+            if (refused instanceof ConflictError && refused.kind === 'schedule')
+              this.#claimer.noteContention();
             rejected.set(s.schedule.key, refused);
           } else if (s.outcome === 'consume') consumed.add(s.schedule.key);
           // The batch removed the marker of a settled schedule.

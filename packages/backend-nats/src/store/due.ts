@@ -1,8 +1,8 @@
 import type { Logger, Schedule } from '@duetime/core';
 import type { NatsIo, StoredMessage } from '../io.js';
 import { bucketOf, bucketStart, type Layout } from '../layout.js';
-import type { Claim } from './plan.js';
 import { insertSorted, pairId, safePairs } from './entries.js';
+import type { Claim } from './plan.js';
 import { toSchedule } from './records.js';
 
 /**

@@ -304,4 +304,3 @@ export async function liveKeysUnder(
   }
   return keys;
 }
-

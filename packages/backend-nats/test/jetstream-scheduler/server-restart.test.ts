@@ -1,7 +1,7 @@
+import { PrivateNatsServer } from '@duetime/testing';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { JetStreamScheduler } from '../../src/jetstream-scheduler/index.js';
-import { PrivateNatsServer } from '@duetime/testing';
 import { Collector } from './collector.js';
 import { waitFor } from './helpers.js';
 
