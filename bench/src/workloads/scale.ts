@@ -52,15 +52,15 @@ export async function scaleChild(args: Record<string, unknown>): Promise<ScaleCh
   await empty.opened.backend.close();
   await empty.opened.drop();
   const full = await dispatcherRss(kind, String(args.namespace), settleMs);
-  const { driver } = full.opened.backend.store;
+  const { store } = full.opened.backend;
   const due: number[] = [];
   const next: number[] = [];
   for (let i = 0; i < 50; i++) {
     let t = performance.now();
-    await driver.dueSchedules(new Date(), 64);
+    await store.pageSchedules({ order: 'due', through: new Date(), limit: 64 });
     due.push(performance.now() - t);
     t = performance.now();
-    await driver.nextDueAt();
+    await store.nextDueAt();
     next.push(performance.now() - t);
   }
   await full.stop();
