@@ -106,7 +106,23 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
       if (claimed) await this.#release(claimed, owner);
       throw error;
     }
-    return this.#unit(out.client, { owner, out, joined: false, ...(claimed ? { claimed } : {}) });
+    const unit = this.#unit(out.client, { owner, out, joined: false, ...(claimed ? { claimed } : {}) });
+    if (claimed) {
+      try {
+        await this.#begin(unit);
+        const keys = claimed.map((c) => c.key);
+        await this.#connection.query(
+          'lock claimed schedules',
+          this.#sql.schedules.lock,
+          [keys, owner],
+          unit.writer!.exec,
+        );
+      } catch (error) {
+        await this.rollback(unit).catch(() => {});
+        throw error;
+      }
+    }
+    return unit;
   }
 
   #unit(

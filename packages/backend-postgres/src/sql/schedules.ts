@@ -83,6 +83,13 @@ export function scheduleSql(s: string) {
       )
       SELECT ${COLUMNS}, interrupted FROM claimed ORDER BY claimed.due_at, claimed.key`,
 
+    /**
+     * Locks, in the delivery's transaction, the rows of keys $1 still claimed by $2: while it is open, a
+     * replacement or a cancellation of them waits for its commit, and no other claim takes them even if
+     * their claims lapse (a lapse then only matters once the connection is gone).
+     */
+    lock: `SELECT key FROM ${s}.schedules WHERE key = ANY ($1::text[]) AND claim_owner = $2 FOR UPDATE`,
+
     /** Extends the claims of $3 on keys $1 by $2 ms; rows the claiming unit is writing are skipped. */
     renew: `UPDATE ${s}.schedules SET claimed_until = ${MS('$2')}
       WHERE key IN (SELECT key FROM ${s}.schedules WHERE key = ANY ($1::text[]) AND claim_owner = $3
