@@ -23,7 +23,7 @@ import {
   type Write,
 } from '@duetime/core';
 import type pg from 'pg';
-import type { CheckedOutClient, Connection } from './connection.js';
+import type { CheckedOutClient, Connection, PostgresExecutor } from './connection.js';
 import { sqlState } from './errors.js';
 import type { ChangeNotifier } from './notifications.js';
 import { deadLetterSql } from './sql/dead-letters.js';
@@ -60,6 +60,8 @@ export interface PostgresUnit extends Unit<pg.PoolClient> {
   readonly writer?: Writer;
   /** A unit on the application's transaction (`join`): ends with a savepoint, never with COMMIT. */
   readonly joined: boolean;
+  /** A joined unit's executor: every statement, transaction control included, goes through it. */
+  readonly exec?: PostgresExecutor;
   /** Whether BEGIN went out (it waits for the first statement, so a transaction that only puts is one). */
   begun: boolean;
   /** A failure of BEGIN queued ahead of the application's statements, reported by the commit. */
@@ -127,12 +129,12 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
 
   #unit(
     client: pg.ClientBase,
-    fields: Pick<PostgresUnit, 'owner' | 'out' | 'joined' | 'claimed'>,
+    fields: Pick<PostgresUnit, 'owner' | 'out' | 'joined' | 'claimed' | 'exec'>,
   ): PostgresUnit {
     const unit: PostgresUnit = {
       ...fields,
       client,
-      writer: new Writer(this.#connection, this.#sql, this.#connection.executor(client)),
+      writer: new Writer(this.#connection, this.#sql, fields.exec ?? this.#connection.executor(client)),
       begun: fields.joined,
       ended: false,
       sql: guardSql(client, () => {
@@ -182,6 +184,14 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
   /** Sends transaction control (several statements: the simple protocol, no parameters). */
   async #control(unit: PostgresUnit, operation: string, text: string): Promise<pg.QueryResult> {
     this.#connection.check();
+    if (unit.exec) {
+      // An executor runs one statement at a time.
+      const exec = unit.exec;
+      let last: pg.QueryResult | undefined;
+      for (const statement of text.split('; '))
+        last = (await this.#connection.query(operation, statement, [], exec)) as unknown as pg.QueryResult;
+      return last!;
+    }
     try {
       const result = (await unit.client!.query(text)) as pg.QueryResult | pg.QueryResult[];
       return Array.isArray(result) ? result[result.length - 1]! : result;
@@ -242,9 +252,9 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
         if (writer.earliest !== undefined)
           await this.#connection.query(
             'announce schedule change',
-            'SELECT pg_notify($1, $2)',
+            'SELECT 1 AS sent FROM pg_notify($1, $2)',
             [this.#notifier.channel, `${this.#notifier.instanceId}:${writer.earliest}`],
-            this.#connection.executor(unit.client!),
+            unit.exec,
           );
         await this.#control(unit, operation, `RELEASE SAVEPOINT ${JOIN}`);
         unit.ended = true;
@@ -302,19 +312,42 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     }
   }
 
+  /**
+   * Joins the application's transaction. `handle` is an executor of it: anything with
+   * `query(text, params)` answering `{ rows, rowCount }` (`SqlExecutor`, from `@duetime/bindings` for
+   * Drizzle, Kysely, Knex, TypeORM, Prisma and postgres.js), or a node-postgres client after `BEGIN`.
+   * Every statement goes through it as text with positional parameters; results are read whatever type
+   * parsers the application's library applies.
+   */
   async join(handle: unknown): Promise<PostgresUnit> {
     const client = handle as pg.ClientBase | null;
     if (typeof client !== 'object' || client === null || typeof client.query !== 'function')
       throw new InvalidArgumentError(
         'handle',
         handle,
-        'must be a pg client (PoolClient or Client) inside BEGIN',
+        'must be an executor of a transaction (SqlExecutor: see @duetime/bindings) or a pg client (PoolClient or Client) inside BEGIN',
+      );
+    if (typeof (client as { totalCount?: unknown }).totalCount === 'number')
+      throw new InvalidArgumentError(
+        'handle',
+        '(pg.Pool)',
+        'is a pool, which runs each statement outside any transaction: pass a client inside BEGIN, or an executor of the transaction',
       );
     this.#connection.check();
+    const exec: PostgresExecutor = {
+      query: async (text, params) => {
+        const result = (await client.query(text, [...(params ?? [])])) as {
+          rows?: unknown[];
+          rowCount?: number | null;
+        };
+        const rows = (Array.isArray(result?.rows) ? result.rows : []) as never[];
+        return { rows, rowCount: result?.rowCount ?? rows.length };
+      },
+    };
     try {
-      await client.query(`SAVEPOINT ${JOIN}`);
+      await exec.query(`SAVEPOINT ${JOIN}`, []);
     } catch (error) {
-      const state = sqlState(error);
+      const state = sqlStateOf(error);
       if (state === NO_TRANSACTION || state === IN_FAILED_TRANSACTION)
         throw new InvalidArgumentError(
           'handle',
@@ -325,7 +358,7 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
         );
       throw this.#connection.error(error, 'join a transaction');
     }
-    return this.#unit(client, { owner: randomBytes(8).toString('hex'), joined: true });
+    return this.#unit(client, { owner: randomBytes(8).toString('hex'), joined: true, exec });
   }
 
   async renew(unit: PostgresUnit): Promise<void> {
@@ -368,12 +401,13 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     const { text, params } = this.#sql.schedules.list(query);
     const rows = await this.#read<ScheduleRow>('list schedules', text, params, unit);
     if (query.select !== 'heads') return rows.map((row) => this.#schedule(row));
+    // Numbers as numbers whatever the library's type parsers (a joined unit reads through the application's).
     return rows.map(({ key, at, dueAt, version, attempts }) => ({
       key,
-      at: new Date(at),
-      dueAt: new Date(dueAt),
-      version,
-      attempts,
+      at: new Date(Number(at)),
+      dueAt: new Date(Number(dueAt)),
+      version: Number(version),
+      attempts: Number(attempts),
     }));
   }
 
@@ -416,4 +450,17 @@ function guardSql(client: pg.ClientBase, beforeQuery: () => void): pg.ClientBase
       return typeof value === 'function' ? value.bind(target) : value;
     },
   });
+}
+
+/**
+ * The SQLSTATE of an error as the application's library reports it: node-postgres and postgres.js keep
+ * it as `code`; TypeORM and Knex wrap the driver's error (`driverError`, `cause`).
+ */
+function sqlStateOf(error: unknown): string | undefined {
+  for (let e = error as Record<string, unknown> | undefined, depth = 0; e && depth < 4; depth++) {
+    const state = sqlState(e) ?? e.code;
+    if (typeof state === 'string' && /^[0-9A-Z]{5}$/.test(state)) return state;
+    e = (e.driverError ?? e.cause ?? e.originalError) as Record<string, unknown> | undefined;
+  }
+  return undefined;
 }

@@ -14,8 +14,9 @@ export function deadLetterSql(s: string) {
      * $1 keys, $2 versions, $3 at, $4 messages, $5 attempts, $6 errors, $7 dead_at.
      */
     put: `INSERT INTO ${s}.dead_letters AS d (key, version, at, message, attempts, error, dead_at)
-      SELECT * FROM unnest($1::text[], $2::int8[], $3::timestamptz[], $4::json[], $5::int4[], $6::text[],
-        $7::timestamptz[])
+      SELECT key, version, at, message::json, attempts, error, dead_at
+      FROM unnest($1::text[], $2::int8[], $3::timestamptz[], $4::text[], $5::int4[], $6::text[], $7::timestamptz[])
+        AS p(key, version, at, message, attempts, error, dead_at)
       ON CONFLICT (key) DO UPDATE SET
         version = EXCLUDED.version,
         at = EXCLUDED.at,

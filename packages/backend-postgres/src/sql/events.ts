@@ -13,8 +13,8 @@ export function eventSql(s: string) {
      * turns a concurrent append into a unique violation. Either way: an aggregate conflict.
      */
     append: `INSERT INTO ${s}.events (aggregate_id, sequence, type, data, recorded_at)
-      SELECT $1, $2::int4 + p.n, p.type, p.data, p.recorded_at
-      FROM unnest($3::text[], $4::json[], $5::timestamptz[]) WITH ORDINALITY AS p(type, data, recorded_at, n)
+      SELECT $1, $2::int4 + p.n, p.type, p.data::json, p.recorded_at
+      FROM unnest($3::text[], $4::text[], $5::timestamptz[]) WITH ORDINALITY AS p(type, data, recorded_at, n)
       WHERE (SELECT coalesce(max(sequence), 0) FROM ${s}.events WHERE aggregate_id = $1) = $2::int4`,
   };
 }

@@ -33,7 +33,8 @@ const MS = (param: string) => `clock_timestamp() + ${param}::float8 * interval '
 
 /**
  * The statements on `<schema>.schedules`, with `$n` parameters. `s` is the quoted schema name. Instants
- * go in as timestamptz text (see `pgTimestamp`) and come back as epoch milliseconds; JSON as text.
+ * go in as timestamptz text (see `pgTimestamp`) and come back as epoch milliseconds; JSON goes in as text
+ * (`text[]` arrays cast in SQL), so every driver and library sends the same parameters.
  */
 export function scheduleSql(s: string) {
   return {
@@ -48,15 +49,16 @@ export function scheduleSql(s: string) {
      * drawn after the lock, so a key's versions grow in commit order.
      */
     put: `INSERT INTO ${s}.schedules AS t (key, at, due_at, version, attempts, message, recurrence, recurring)
-      SELECT p.key, p.at, p.due_at, nextval('${s}.schedule_versions'), 0, p.message, p.recurrence, p.recurring
-      FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::json[], $5::json[], $6::bool[])
+      SELECT p.key, p.at, p.due_at, nextval('${s}.schedule_versions'), 0, p.message::json, p.recurrence::json,
+        p.recurring
+      FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::text[], $5::text[], $6::bool[])
         AS p(key, at, due_at, message, recurrence, recurring)
       ON CONFLICT (key) DO UPDATE SET ${FRESH(s, 't')}`,
 
     /** A put with `ifVersion`: $1 key, $2 at, $3 due_at, $4 message, $5 state, $6 recurring, $7 version. */
     putIfVersion: `UPDATE ${s}.schedules SET at = $2::timestamptz, due_at = $3::timestamptz,
-        version = nextval('${s}.schedule_versions'), attempts = 0, message = $4::json, last_error = NULL,
-        recurrence = $5::json, recurring = $6::bool, claimed_until = NULL, claim_owner = NULL
+        version = nextval('${s}.schedule_versions'), attempts = 0, message = $4::text::json, last_error = NULL,
+        recurrence = $5::text::json, recurring = $6::bool, claimed_until = NULL, claim_owner = NULL
       WHERE key = $1 AND version = $7::int8`,
 
     /** $1 key */
@@ -118,8 +120,9 @@ export function scheduleSql(s: string) {
      * schedule (one written since the claim wins): arrays as in {@link put}.
      */
     next: `INSERT INTO ${s}.schedules (key, at, due_at, version, attempts, message, recurrence, recurring)
-      SELECT p.key, p.at, p.due_at, nextval('${s}.schedule_versions'), 0, p.message, p.recurrence, p.recurring
-      FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::json[], $5::json[], $6::bool[])
+      SELECT p.key, p.at, p.due_at, nextval('${s}.schedule_versions'), 0, p.message::json, p.recurrence::json,
+        p.recurring
+      FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::text[], $5::text[], $6::bool[])
         AS p(key, at, due_at, message, recurrence, recurring)
       ON CONFLICT (key) DO NOTHING`,
 
