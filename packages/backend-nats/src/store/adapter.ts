@@ -169,7 +169,7 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
               this.#claimer.noteContention();
             rejected.set(s.schedule.key, refused);
           } else if (s.outcome === 'consume') consumed.add(s.schedule.key);
-          // The batch removed the marker of a settled schedule.
+          // The batch marked the claim of a settled schedule settled: nothing to give back.
           if (!refused && settling[i]!.ops.some((op) => op.op === 'unclaim'))
             for (const f of unit.mine) if (f.schedule.key === s.schedule.key) f.claimSeq = undefined;
         });
@@ -189,7 +189,7 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
     if (!unit.ended) await this.#claimer.renew(unit.mine);
   }
 
-  /** Ends a unit's claims: markers of what was not consumed are removed, so others may take them. */
+  /** Ends a unit's claims: markers still held are given back, so others may take them at once. */
   #end(unit: NatsUnit, consumed: ReadonlySet<string>): void {
     if (unit.ended) return;
     unit.ended = true;
