@@ -2,7 +2,8 @@ import { BackendError, NotFoundError, NotSupportedError } from '@duetime/core';
 import type { Connection } from './connection.js';
 import { describeTarget } from './errors.js';
 import { migrations, SCHEMA_VERSION } from './migrations/index.js';
-import { quoteIdent } from './sql/ident.js';
+import { channelFor } from './notifications.js';
+import { quoteIdent, quoteLiteral } from './sql/ident.js';
 
 /** What a migration run found and left. */
 export interface MigrationResult {
@@ -42,7 +43,9 @@ export async function runMigrations(connection: Connection): Promise<MigrationRe
     refuseNewer(connection, from);
     for (const migration of migrations.filter((m) => m.id > from)) {
       try {
-        await client.query(migration.sql.replaceAll(':SCHEMA', s));
+        await client.query(
+          migration.sql.replaceAll(':SCHEMA', s).replaceAll(':CHANNEL', quoteLiteral(channelFor(schema))),
+        );
       } catch (error) {
         throw explainMigrationFailure(connection, migration.id, migration.name, error);
       }

@@ -2,6 +2,7 @@ import schedulesAndEvents from './0001-schedules-and-events.js';
 import leasesAndCursors from './0002-leases-and-cursors.js';
 import recurrenceAndDeadLetters from './0003-recurrence-and-dead-letters.js';
 import claims from './0004-claims.js';
+import sqlFunctions from './0005-sql-functions.js';
 
 /** One schema change. `sql` uses `:SCHEMA` where the quoted schema name goes. */
 export interface Migration {
@@ -19,6 +20,7 @@ export const migrations: readonly Migration[] = [
   leasesAndCursors,
   recurrenceAndDeadLetters,
   claims,
+  sqlFunctions,
 ];
 
 /** The schema version this package creates and understands. */
