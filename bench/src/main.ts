@@ -28,6 +28,7 @@ import { cronWorkload } from './workloads/cron.js';
 import { durabilityWorkload } from './workloads/durability.js';
 import { failoverWorkload } from './workloads/failover.js';
 import { idleWorkload } from './workloads/idle.js';
+import { ormWorkload } from './workloads/orm.js';
 import { drainWorkload, enqueueWorkload, latenessWorkload, telemetryWorkload } from './workloads/queue.js';
 import { recurringWorkload } from './workloads/recurring.js';
 import { scaleWorkload } from './workloads/scale.js';
@@ -86,6 +87,7 @@ const workloads: Record<string, (ctx: BenchContext) => Promise<Row[]>> = {
   tick: (ctx) => tickWorkload(ctx),
   timers: (ctx) => timersWorkload(ctx),
   durability: (ctx) => durabilityWorkload(ctx),
+  orm: (ctx) => ormWorkload(ctx),
 };
 
 const quick = values.quick === true;

@@ -40,6 +40,15 @@ export interface PostgresBackendOptions {
   idleInTransactionTimeoutMs?: number;
   /** How long a delivery's claim lasts unrenewed (default 30 s): a dead process's claims lapse after it. */
   claimTimeoutMs?: number;
+  /**
+   * `store.join` tells other processes of a schedule only when it falls due within this many ms (default
+   * 30,000, the Dispatcher's default `watchedRescanInterval`): a dispatcher whose push channel is live
+   * looks at the store at least that often, so it finds later schedules in time without a notification.
+   * The notification is sent inside the application's transaction, and PostgreSQL serialises the commits
+   * of notifying transactions; leaving it out where it adds nothing keeps concurrent commits concurrent.
+   * Set it to your dispatchers' `watchedRescanInterval` if you raised that.
+   */
+  joinNotifyWithinMs?: number;
 }
 
 /** Options renamed to one spelling across backends: the old names work, with a warning, until the next minor. */
@@ -84,6 +93,7 @@ export function readOptions(read: OptionReader) {
     preparedStatements: read.boolean('preparedStatements', true),
     idleInTransactionTimeoutMs: read.duration('idleInTransactionTimeoutMs', 60_000, { allowZero: true }),
     claimTimeoutMs: read.duration('claimTimeoutMs', 30_000),
+    joinNotifyWithinMs: read.duration('joinNotifyWithinMs', 30_000, { allowZero: true }),
   };
 }
 

@@ -53,7 +53,10 @@ function postgres(factory: string) {
       });
       ctx.onClose(() => notifier.close());
       return {
-        store: new PostgresStore(connection, notifier, options.claimTimeoutMs),
+        store: new PostgresStore(connection, notifier, options.claimTimeoutMs, {
+          clock,
+          joinNotifyWithinMs: options.joinNotifyWithinMs,
+        }),
         leases: new PostgresLeases(connection),
         cursors: new PostgresCursors(connection),
         capabilities: { multiProcess: true, durable: true, sql: true, exclusiveClaims: true },

@@ -4,6 +4,7 @@ import {
   type Changes,
   type Claimed,
   type ClaimRequest,
+  type Clock,
   type DeadLetterFields,
   type DeadLetterListQuery,
   type DeadLetterRecord,
@@ -18,6 +19,7 @@ import {
   type Schedule,
   type ScheduleHead,
   type StoreAdapter,
+  systemClock,
   type Unit,
   type WatchEvent,
   type Write,
@@ -84,7 +86,15 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
   readonly #claimTimeoutMs: number;
   readonly renewEveryMs: number;
 
-  constructor(connection: Connection, notifier: ChangeNotifier, claimTimeoutMs: number) {
+  readonly #join: { clock: Clock; joinNotifyWithinMs: number };
+
+  constructor(
+    connection: Connection,
+    notifier: ChangeNotifier,
+    claimTimeoutMs: number,
+    join: { clock: Clock; joinNotifyWithinMs: number } = { clock: systemClock, joinNotifyWithinMs: 30_000 },
+  ) {
+    this.#join = join;
     this.#connection = connection;
     this.#notifier = notifier;
     const s = quoteIdent(connection.target.schema);
@@ -249,14 +259,17 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
       await writer.apply(changes.writes);
       await writer.settle(changes.settlements, unit.owner);
       if (unit.joined) {
-        if (writer.earliest !== undefined)
+        // Only what a watching dispatcher would not find in time by its own rescan (see joinNotifyWithinMs).
+        const { clock, joinNotifyWithinMs } = this.#join;
+        if (writer.earliest !== undefined && writer.earliest <= clock.now() + joinNotifyWithinMs)
           await this.#connection.query(
             'announce schedule change',
             'SELECT 1 AS sent FROM pg_notify($1, $2)',
             [this.#notifier.channel, `${this.#notifier.instanceId}:${writer.earliest}`],
             unit.exec,
           );
-        await this.#control(unit, operation, `RELEASE SAVEPOINT ${JOIN}`);
+        // The savepoint is left to the application's commit, which ends it with everything else: one round
+        // trip less per join (a later join in the same transaction takes one of the same name).
         unit.ended = true;
         return;
       }

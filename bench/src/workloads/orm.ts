@@ -1,0 +1,192 @@
+import { createPostgresBackend } from '@duetime/backend-postgres';
+import { fromDrizzle } from '@duetime/bindings/drizzle';
+import { sql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/node-postgres';
+import pg from 'pg';
+import { type Compared, type Row, rowsFor, soloRow } from '../lib/report.js';
+import { alternate, type BenchContext } from '../lib/run.js';
+import { PG_URL, uniqueName } from '../subjects/types.js';
+
+/**
+ * One way to commit an application's row and a delayed message in one transaction the application opened
+ * with Drizzle (node-postgres), on the shared PostgreSQL server.
+ */
+interface OrmSubject extends Compared {
+  /** Opens the subject; `order(i)` runs one transaction: the row `i` and its message due in an hour. */
+  open(): Promise<{ order(i: number): Promise<void>; close(): Promise<void> }>;
+}
+
+const HOUR = 3_600_000;
+
+/** The application's table, in `schema`. */
+async function ordersTable(pool: pg.Pool, schema: string): Promise<void> {
+  await pool.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
+  await pool.query(
+    `CREATE TABLE IF NOT EXISTS "${schema}".orders (id text PRIMARY KEY, status text NOT NULL)`,
+  );
+}
+
+function drop(pool: pg.Pool, ...schemas: string[]): Promise<unknown> {
+  return Promise.all(schemas.map((s) => pool.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`)));
+}
+
+const DUETIME_DRIZZLE: OrmSubject = {
+  name: 'duetime/postgres, store.join(fromDrizzle(tx))',
+  library: 'duetime',
+  backend: 'postgres-drizzle',
+  async open() {
+    const schema = uniqueName('orm_duetime_');
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
+    await ordersTable(pool, schema);
+    const backend = await createPostgresBackend({ pool }, { schema });
+    const db = drizzle({ client: pool });
+    const table = sql.raw(`"${schema}".orders`);
+    return {
+      order: (i) =>
+        db.transaction(async (tx) => {
+          await tx.execute(sql`INSERT INTO ${table} (id, status) VALUES (${`o-${i}`}, 'pending')`);
+          await backend.store.join(fromDrizzle(tx), (dt) =>
+            dt.schedule(`order/o-${i}/expire`, new Date(Date.now() + HOUR), {
+              type: 'order.expire',
+              aggregateId: `o-${i}`,
+            }),
+          );
+        }),
+      async close() {
+        await backend.close();
+        await drop(pool, schema);
+        await pool.end();
+      },
+    };
+  },
+};
+
+const PGBOSS_DRIZZLE: OrmSubject = {
+  name: 'pg-boss/best, send(…, { db: fromDrizzle(tx, sql) })',
+  library: 'pg-boss',
+  backend: 'postgres-drizzle',
+  async open() {
+    const { PgBoss, fromDrizzle: bossFromDrizzle } = await import('pg-boss');
+    const schema = uniqueName('orm_pgboss_');
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
+    await ordersTable(pool, schema);
+    const boss = new PgBoss({
+      connectionString: PG_URL,
+      schema,
+      supervise: false,
+      schedule: false,
+      migrate: true,
+    });
+    boss.on('error', () => {});
+    await boss.start();
+    await boss.createQueue('orders');
+    const db = drizzle({ client: pool });
+    const table = sql.raw(`"${schema}".orders`);
+    return {
+      order: (i) =>
+        db.transaction(async (tx) => {
+          await tx.execute(sql`INSERT INTO ${table} (id, status) VALUES (${`o-${i}`}, 'pending')`);
+          await boss.send(
+            'orders',
+            { orderId: `o-${i}` },
+            { startAfter: new Date(Date.now() + HOUR), db: bossFromDrizzle(tx, sql) },
+          );
+        }),
+      async close() {
+        await boss.stop({ graceful: false });
+        await drop(pool, schema);
+        await pool.end();
+      },
+    };
+  },
+};
+
+/** The same work through duetime's own transaction and `tx.sql`: what the binding's overhead is measured against. */
+const DUETIME_TXSQL: OrmSubject = {
+  name: 'duetime/postgres, store.transact with tx.sql',
+  library: 'duetime',
+  backend: 'postgres-txsql',
+  async open() {
+    const schema = uniqueName('orm_txsql_');
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
+    await ordersTable(pool, schema);
+    const backend = await createPostgresBackend({ pool }, { schema });
+    return {
+      order: (i) =>
+        backend.store.transact(async (tx) => {
+          await tx.sql.query(`INSERT INTO "${schema}".orders (id, status) VALUES ($1, 'pending')`, [
+            `o-${i}`,
+          ]);
+          await tx.schedule(`order/o-${i}/expire`, new Date(Date.now() + HOUR), {
+            type: 'order.expire',
+            aggregateId: `o-${i}`,
+          });
+        }),
+      async close() {
+        await backend.close();
+        await drop(pool, schema);
+        await pool.end();
+      },
+    };
+  },
+};
+
+const SUBJECTS = [DUETIME_DRIZZLE, PGBOSS_DRIZZLE, DUETIME_TXSQL];
+
+/** Transactions per second, `concurrency` of them at a time, `count` in all. */
+async function rate(subject: OrmSubject, count: number, concurrency: number): Promise<number> {
+  const opened = await subject.open();
+  try {
+    for (let i = 0; i < 20; i++) await opened.order(-1 - i); // warm-up: connections, prepared plans
+    let next = 0;
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (next < count) await opened.order(next++);
+      }),
+    );
+    return count / ((performance.now() - started) / 1000);
+  } finally {
+    await opened.close();
+  }
+}
+
+/**
+ * orm: an order row and its expiry in one transaction the application opened with Drizzle, awaited one
+ * after another (c1) and 16 at a time (c16): duetime's `store.join` through `@duetime/bindings` against
+ * pg-boss 12's `send(…, { db: fromDrizzle(tx, sql) })` on the same server, and against duetime's own
+ * `store.transact` with `tx.sql` (the binding's overhead).
+ */
+export async function ormWorkload(ctx: BenchContext): Promise<Row[]> {
+  const count = ctx.quick ? 300 : 3000;
+  const rows: Row[] = [];
+  for (const concurrency of [1, 16]) {
+    const label = `enqueue in the application's transaction, c${concurrency}`;
+    const samples = await alternate(
+      ctx,
+      SUBJECTS,
+      label,
+      (subject) => rate(subject, count, concurrency),
+      Number.NaN,
+      { rotate: true },
+    );
+    const compared = [DUETIME_DRIZZLE, PGBOSS_DRIZZLE];
+    rows.push(...rowsFor('orm', `${label} (Drizzle)`, 'tx/s', 'higher', compared, samples));
+    const join = samples.get(DUETIME_DRIZZLE.name)!;
+    const own = samples.get(DUETIME_TXSQL.name)!;
+    rows.push(
+      soloRow('orm', `${label} (duetime's own transaction)`, 'tx/s', 'higher', DUETIME_TXSQL.name, own),
+    );
+    rows.push(
+      soloRow(
+        'orm',
+        `${label}: store.join through Drizzle ÷ store.transact with tx.sql`,
+        'ratio',
+        'higher',
+        DUETIME_DRIZZLE.name,
+        join.map((v, i) => v / (own[i] ?? Number.NaN)),
+      ),
+    );
+  }
+  return rows;
+}
