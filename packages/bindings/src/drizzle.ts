@@ -1,4 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
+import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
+import type pg from 'pg';
 import type { SqlExecutor } from './executor.js';
 import { arraysAsLiterals, countOf, refuse, rowsOf } from './executor.js';
 
@@ -50,4 +52,28 @@ function withParams(text: string, params: readonly unknown[]): SQL {
   }
   chunks.push(sql.raw(text.slice(last)));
   return sql.join(chunks);
+}
+
+/**
+ * The other direction: a Drizzle database on the delivery transaction's client (`tx.sql` in a processor
+ * on the PostgreSQL backend), so a processor writes through Drizzle and its writes commit with the
+ * schedule's consumption, or roll back with its part when it throws. Cheap enough to make per message.
+ * A `db.transaction()` on it is refused (it would begin a transaction inside duetime's); nest with
+ * savepoints through `db.execute(sql\`SAVEPOINT …\`)` if you must.
+ *
+ * @example
+ * const dispatcher = new Dispatcher({
+ *   store: backend.store,
+ *   processor: async (tx, message) => {
+ *     await toDrizzle(tx.sql).update(orders).set({ status: 'expired' }).where(eq(orders.id, message.aggregateId));
+ *   },
+ * });
+ */
+export function toDrizzle<TSchema extends Record<string, unknown> = Record<string, never>>(
+  client: pg.ClientBase,
+  config: { schema?: TSchema } = {},
+): NodePgDatabase<TSchema> {
+  if (typeof (client as { query?: unknown } | null)?.query !== 'function')
+    refuse(client, "the delivery transaction's client (tx.sql on the PostgreSQL backend)");
+  return drizzle({ client: client as pg.PoolClient, ...config }) as NodePgDatabase<TSchema>;
 }

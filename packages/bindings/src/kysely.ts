@@ -1,4 +1,4 @@
-import { CompiledQuery, type Transaction } from 'kysely';
+import { CompiledQuery, Kysely, PostgresDialect, type PostgresPool, type Transaction } from 'kysely';
 import type { SqlExecutor } from './executor.js';
 import { countOf, refuse, rowsOf } from './executor.js';
 
@@ -27,4 +27,27 @@ export function fromKysely(trx: Transaction<any>): SqlExecutor {
       return { rows, rowCount: countOf(result.numAffectedRows, rows.length) };
     },
   };
+}
+
+/**
+ * The other direction: a Kysely instance on the delivery transaction's client (`tx.sql` in a processor on
+ * the PostgreSQL backend), so a processor writes through Kysely and its writes commit with the schedule's
+ * consumption, or roll back with its part when it throws. `transaction()` on it is refused (it would begin
+ * a transaction inside duetime's).
+ *
+ * @example
+ * processor: async (tx, message) => {
+ *   await toKysely<DB>(tx.sql).updateTable('orders').set({ status: 'expired' }).where('id', '=', message.aggregateId!).execute();
+ * }
+ */
+export function toKysely<DB>(client: { query: (...args: never[]) => unknown }): Kysely<DB> {
+  if (typeof (client as { query?: unknown } | null)?.query !== 'function')
+    refuse(client, "the delivery transaction's client (tx.sql on the PostgreSQL backend)");
+  const pool: PostgresPool = {
+    options: {},
+    // Every query goes to the delivery's client; "releasing" it gives nothing back to any pool.
+    connect: async () => Object.assign(Object.create(client) as object, { release() {} }) as never,
+    end: async () => {},
+  };
+  return new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
 }
