@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { realpathSync } from 'node:fs';
 import {
   BackendError,
   type Changes,
@@ -13,7 +12,6 @@ import {
   decodeEvent,
   decodeSchedule,
   type Event,
-  InvalidArgumentError,
   isOneShot,
   type ListQuery,
   type Schedule,
@@ -28,6 +26,7 @@ import {
 import type Database from 'better-sqlite3';
 import type { SqliteConnection, WriteHold } from './connection.js';
 import { mapSqliteError, sqliteCode } from './errors.js';
+import { joinable } from './join.js';
 import { prefixUpperBound } from './sql/prefix.js';
 import type { PrefixShape } from './sql/queries.js';
 import type { Tables } from './sql/tables.js';
@@ -177,7 +176,7 @@ export class SqliteStore implements StoreAdapter<Database.Database, SqliteUnit> 
    * commit or roll back with the application's transaction.
    */
   async join(handle: unknown): Promise<SqliteUnit> {
-    const db = this.#joinable(handle);
+    const db = joinable(handle, this.#connection);
     let statements = this.#joined.get(db);
     if (!statements) {
       statements = new Statements(db, this.#tables);
@@ -190,30 +189,6 @@ export class SqliteStore implements StoreAdapter<Database.Database, SqliteUnit> 
       throw mapSqliteError('join a transaction', this.#file, error);
     }
     return { joined: { db, statements, savepoint }, sql: db };
-  }
-
-  #joinable(handle: unknown): Database.Database {
-    const db = handle as Database.Database;
-    const expected = `a better-sqlite3 connection to ${this.#file} inside a transaction the application began`;
-    if (typeof db?.prepare !== 'function' || typeof db.exec !== 'function' || typeof db.pragma !== 'function')
-      throw new InvalidArgumentError('handle', describe(handle), `must be ${expected}`);
-    if (!db.open) throw new InvalidArgumentError('handle', db.name, `is closed; it must be ${expected}`);
-    if (!db.inTransaction || (db === this.#connection.writer && this.#connection.holding))
-      throw new InvalidArgumentError(
-        'handle',
-        db.name,
-        `has no open transaction (begin one first: db.exec('BEGIN'), or the library's transaction); it must be ${expected}`,
-      );
-    if (
-      db !== this.#connection.writer &&
-      (fileOf(db) === '' || fileOf(db) !== fileOf(this.#connection.writer))
-    )
-      throw new InvalidArgumentError(
-        'handle',
-        db.name,
-        `is a connection to ${fileOf(db) || 'another in-memory database'}; it must be ${expected}`,
-      );
-    return db;
   }
 
   async write(unit: SqliteUnit, writes: readonly Write[]): Promise<number[]> {
@@ -506,24 +481,4 @@ function prefixRange(prefix: string | undefined, params: Record<string, unknown>
   if (hi === undefined) return 'from';
   params.hi = hi;
   return 'range';
-}
-
-/** A short description of a value for an error message (never the whole object). */
-function describe(value: unknown): unknown {
-  if (value === null || typeof value !== 'object') return value;
-  const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
-  return typeof name === 'string' && name !== 'Object' ? `a ${name}` : 'an object';
-}
-
-/** The real path of a connection's main database file, or '' for an in-memory one. */
-function fileOf(db: Database.Database): string {
-  const main = (db.pragma('database_list') as { name: string; file: string }[]).find(
-    (d) => d.name === 'main',
-  );
-  if (!main?.file) return '';
-  try {
-    return realpathSync(main.file);
-  } catch {
-    return main.file;
-  }
 }
