@@ -1,0 +1,36 @@
+/**
+ * The order service on Drizzle and PostgreSQL (see service.ts).
+ *
+ *   bash scripts/services.sh up        # PostgreSQL on 127.0.0.1:5432
+ *   pnpm --filter @duetime/example-orm-orders start
+ *   curl -X POST localhost:3000/orders -d '{"id":"ORD-1"}'
+ *   curl -X POST localhost:3000/orders/ORD-1/pay
+ *
+ * Environment: DUETIME_PG_URL (default postgres://127.0.0.1:5432/test), PORT (default 3000; 0 for any),
+ * ORDERS_NAME (default `demo`: the schemas orders_demo and duetime_demo), ORDER_TTL_MS (default 15 min).
+ */
+import { userInfo } from 'node:os';
+import { startService } from './service.js';
+
+/** The URL with the login name as its user when it names none (as psql does). */
+function withUser(url: string): string {
+  const parsed = new URL(url);
+  if (!parsed.username && !process.env.PGUSER) parsed.username = process.env.USER ?? userInfo().username;
+  return parsed.toString();
+}
+
+const service = await startService({
+  url: withUser(process.env.DUETIME_PG_URL ?? 'postgres://127.0.0.1:5432/test'),
+  name: process.env.ORDERS_NAME ?? 'demo',
+  port: Number(process.env.PORT ?? 3000),
+  ...(process.env.ORDER_TTL_MS ? { ttlMs: Number(process.env.ORDER_TTL_MS) } : {}),
+});
+console.log(`LISTENING ${service.port}`);
+const shutdown = () => {
+  service.close().then(
+    () => process.exit(0),
+    () => process.exit(1),
+  );
+};
+process.on('SIGTERM', shutdown);
+process.on('SIGINT', shutdown);
