@@ -25,6 +25,7 @@ import {
 import type { RecurringSubject, Subject } from './subjects/types.js';
 import { CLUSTER_TARGETS, clusterFailoverWorkload } from './workloads/cluster-failover.js';
 import { cronWorkload } from './workloads/cron.js';
+import { dashboardWorkload } from './workloads/dashboard.js';
 import { durabilityWorkload } from './workloads/durability.js';
 import { failoverWorkload } from './workloads/failover.js';
 import { idleWorkload } from './workloads/idle.js';
@@ -88,6 +89,7 @@ const workloads: Record<string, (ctx: BenchContext) => Promise<Row[]>> = {
   timers: (ctx) => timersWorkload(ctx),
   durability: (ctx) => durabilityWorkload(ctx),
   orm: (ctx) => ormWorkload(ctx),
+  dashboard: (ctx) => dashboardWorkload(ctx),
 };
 
 const quick = values.quick === true;

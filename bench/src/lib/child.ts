@@ -3,6 +3,7 @@
  * dispatcher processes side by side):
  * `node lib/child.ts <task> <json-args>`; prints one JSON line with the result, or `FAILED <reason>`.
  */
+import { dashboardChild } from '../workloads/dashboard.js';
 import { replicaChild } from '../workloads/failover.js';
 import { idleChild, idleFillChild } from '../workloads/idle.js';
 import { recurringChild } from '../workloads/recurring.js';
@@ -21,6 +22,7 @@ const tasks: Record<string, () => Promise<unknown>> = {
   tick: () => tickChild(args),
   recurring: () => recurringChild(args),
   scaleout: () => scaleoutChild(args),
+  dashboard: () => dashboardChild(args),
 };
 const fn = tasks[task ?? ''];
 if (!fn) {
