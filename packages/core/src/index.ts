@@ -25,7 +25,7 @@ export {
   transactionControl,
 } from './backend/sql.js';
 export * from './backend.js';
-export { DueHeap, type HeapItem } from './calendar/heap.js';
+export { DueHeap, type HeapItem } from './calendar/decide/heap.js';
 export * from './calendar/index.js';
 export * from './clock.js';
 export * from './dispatch/dispatcher.js';

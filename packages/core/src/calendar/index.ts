@@ -11,8 +11,28 @@ export {
   planAdmission,
   type Timeline,
   timeline,
-} from './admission.js';
-export { type ResolvedConfig, resolveConfig, SCHEDULER_DEFAULTS, type SchedulerConfig } from './config.js';
+} from './decide/admission.js';
+export {
+  advancesCursor,
+  type FinishedRecord,
+  type Origin,
+  Reason,
+  type ScheduleRecord,
+  State,
+} from './decide/records.js';
+export {
+  calendarOccurrences,
+  type StoreTargetMessage,
+  type StoreTargetOptions,
+  storeTarget,
+  storeTargetKey,
+} from './decide/store-target.js';
+export {
+  type ResolvedConfig,
+  resolveConfig,
+  SCHEDULER_DEFAULTS,
+  type SchedulerConfig,
+} from './declare/config.js';
 export {
   Calendar,
   calendar,
@@ -23,15 +43,7 @@ export {
   define,
   every,
   MAX_SCHEDULE_ID_LENGTH,
-} from './declarations.js';
-export {
-  currentInvocation,
-  type Handler,
-  type HandlerContext,
-  type Invocation,
-  type OccurrenceScope,
-  occurrenceId,
-} from './invocation.js';
+} from './declare/declarations.js';
 export {
   DEFAULT_CATCH_UP_MAX,
   DEFAULT_OVERLAP_TTL,
@@ -40,17 +52,17 @@ export {
   type NormalizedOptions,
   type ScheduleOptions,
   type WhenPredicate,
-} from './options.js';
+} from './declare/options.js';
+export { DuplicateIdError, isRegistry, Registry } from './declare/registry.js';
 export {
-  advancesCursor,
-  type FinishedRecord,
-  type Origin,
-  Reason,
-  type ScheduleRecord,
-  State,
-} from './records.js';
-export { DuplicateIdError, isRegistry, Registry } from './registry.js';
-export { RunAbortedError } from './runner.js';
+  currentInvocation,
+  type Handler,
+  type HandlerContext,
+  type Invocation,
+  type OccurrenceScope,
+  occurrenceId,
+} from './run/invocation.js';
+export { RunAbortedError } from './run/runner.js';
 export {
   type LeadershipEvent,
   SCHEDULER_EVENTS,
@@ -61,10 +73,3 @@ export {
   type SchedulerState,
   type ScheduleSnapshot,
 } from './scheduler.js';
-export {
-  calendarOccurrences,
-  type StoreTargetMessage,
-  type StoreTargetOptions,
-  storeTarget,
-  storeTargetKey,
-} from './store-target.js';

@@ -9,17 +9,20 @@ import {
   firstStartCursor,
   planAdmission,
   timeline,
-} from './admission.js';
-import { ClockGuard } from './clock-guard.js';
-import { type ResolvedConfig, resolveConfig, type SchedulerConfig } from './config.js';
-import { CursorBook, newTrack, resetTrack, type Track } from './cursor-book.js';
-import { DueHeap } from './heap.js';
-import { InFlightRuns } from './in-flight.js';
-import { type Invocation, type OccurrenceScope, occurrenceId } from './invocation.js';
-import { type Epoch, Leadership, type LeadershipChange } from './leadership.js';
-import { advancesCursor, describeError, History, Reason, type ScheduleRecord, State } from './records.js';
-import { type ActiveRun, RunAbortedError, Runner, type RunRequest } from './runner.js';
-import { AbortFanout, Slots } from './slots.js';
+} from './decide/admission.js';
+import { ClockGuard } from './decide/clock-guard.js';
+import { CursorBook, newTrack, resetTrack, type Track } from './decide/cursor-book.js';
+import { DueHeap } from './decide/heap.js';
+import { type Epoch, Leadership, type LeadershipChange } from './decide/leadership.js';
+import {
+  advancesCursor,
+  describeError,
+  History,
+  Reason,
+  type ScheduleRecord,
+  State,
+} from './decide/records.js';
+import { AbortFanout, Slots } from './decide/slots.js';
 import {
   describeScheduler,
   SCHEDULER_EVENTS,
@@ -27,7 +30,12 @@ import {
   type SchedulerEvents,
   type SchedulerSnapshot,
   scheduleSnapshots,
-} from './snapshot.js';
+} from './decide/snapshot.js';
+import { type ResolvedConfig, resolveConfig, type SchedulerConfig } from './declare/config.js';
+import { InFlightRuns } from './run/in-flight.js';
+import { type Invocation, type OccurrenceScope, occurrenceId } from './run/invocation.js';
+import type { ActiveRun, RunRequest } from './run/run-types.js';
+import { RunAbortedError, Runner } from './run/runner.js';
 
 export type {
   LeadershipEvent,
@@ -36,8 +44,8 @@ export type {
   SchedulerSnapshot,
   SchedulerState,
   ScheduleSnapshot,
-} from './snapshot.js';
-export { SCHEDULER_EVENTS } from './snapshot.js';
+} from './decide/snapshot.js';
+export { SCHEDULER_EVENTS } from './decide/snapshot.js';
 
 const CURSOR_READS_AT_ONCE = 32;
 

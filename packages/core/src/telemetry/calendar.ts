@@ -1,4 +1,4 @@
-import type { ScheduleRecord } from '../calendar/records.js';
+import type { ScheduleRecord } from '../calendar/decide/records.js';
 import { bindingFor, type OtelBinding, runWithBinding } from './binding.js';
 import { SpanKind, SpanStatus } from './constants.js';
 import { INSTRUMENTATION_SCOPE, SECONDS_BUCKETS } from './delivery.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { Timeline } from '../../src/calendar/admission.js';
-import { CursorBook, newTrack, resetTrack } from '../../src/calendar/cursor-book.js';
+import type { Timeline } from '../../src/calendar/decide/admission.js';
+import { CursorBook, newTrack, resetTrack } from '../../src/calendar/decide/cursor-book.js';
 import { every } from '../../src/index.js';
 import type { CursorBackend } from '../../src/lease/types.js';
 import { silentLogger } from '../../src/logger.js';

@@ -1,12 +1,12 @@
-import { type Clock, systemClock } from '../clock.js';
-import { InvalidArgumentError } from '../errors.js';
-import { uniqueOwner } from '../lease/lease-manager.js';
-import type { CursorBackend, LeaseBackend } from '../lease/types.js';
-import { defaultLogger, type Logger } from '../logger.js';
-import { resolveTelemetryOption } from '../telemetry/binding.js';
-import type { TelemetryOption } from '../telemetry/otel.js';
-import { duration, identifier, positiveInteger } from '../validate.js';
-import type { ScheduleRecord } from './records.js';
+import { type Clock, systemClock } from '../../clock.js';
+import { InvalidArgumentError } from '../../errors.js';
+import { uniqueOwner } from '../../lease/lease-manager.js';
+import type { CursorBackend, LeaseBackend } from '../../lease/types.js';
+import { defaultLogger, type Logger } from '../../logger.js';
+import { resolveTelemetryOption } from '../../telemetry/binding.js';
+import type { TelemetryOption } from '../../telemetry/otel.js';
+import { duration, identifier, positiveInteger } from '../../validate.js';
+import type { ScheduleRecord } from '../decide/records.js';
 import { isRegistry, type Registry } from './registry.js';
 
 /** Configuration of a {@link Scheduler}. Only `registry` and `leases` (or `backend`) are required. */

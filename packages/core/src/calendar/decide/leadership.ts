@@ -1,7 +1,7 @@
-import type { Clock } from '../clock.js';
-import { type LeaseLossReason, type LeaseLostError, LeaseManager } from '../lease/lease-manager.js';
-import type { LeaseBackend } from '../lease/types.js';
-import type { Logger } from '../logger.js';
+import type { Clock } from '../../clock.js';
+import { type LeaseLossReason, type LeaseLostError, LeaseManager } from '../../lease/lease-manager.js';
+import type { LeaseBackend } from '../../lease/types.js';
+import type { Logger } from '../../logger.js';
 
 /**
  * One period of leadership: its fencing token (the lease's token, larger than every earlier epoch's of

@@ -1,9 +1,9 @@
-import { InvalidArgumentError } from '../errors.js';
-import { aggregate } from '../store/aggregate.js';
-import type { Store } from '../store/store.js';
-import type { Message } from '../store/types.js';
-import { schedulePrefix } from '../validate.js';
-import type { Handler, Invocation } from './invocation.js';
+import { InvalidArgumentError } from '../../errors.js';
+import { aggregate } from '../../store/aggregate.js';
+import type { Store } from '../../store/store.js';
+import type { Message } from '../../store/types.js';
+import { schedulePrefix } from '../../validate.js';
+import type { Handler, Invocation } from '../run/invocation.js';
 
 /**
  * One marker stream per occurrence: its single event says "this occurrence's durable message was

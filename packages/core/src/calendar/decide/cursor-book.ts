@@ -1,7 +1,7 @@
-import type { CursorBackend } from '../lease/types.js';
-import type { Logger } from '../logger.js';
+import type { CursorBackend } from '../../lease/types.js';
+import type { Logger } from '../../logger.js';
+import type { Declaration } from '../declare/declarations.js';
 import type { Timeline } from './admission.js';
-import type { Declaration } from './declarations.js';
 import type { HeapItem } from './heap.js';
 
 /**

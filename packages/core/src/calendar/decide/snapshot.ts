@@ -1,6 +1,6 @@
-import type { ResolvedConfig } from './config.js';
+import type { ResolvedConfig } from '../declare/config.js';
+import type { DeclarationDescription } from '../declare/declarations.js';
 import type { Track } from './cursor-book.js';
-import type { DeclarationDescription } from './declarations.js';
 import type { ScheduleRecord } from './records.js';
 
 export type SchedulerState = 'idle' | 'running' | 'draining' | 'stopped';

@@ -1,6 +1,6 @@
-import type { Spec } from '../time/spec.js';
-import type { Window } from '../time/window.js';
-import { zoneOffsets } from '../time/zone.js';
+import type { Spec } from '../../time/spec.js';
+import type { Window } from '../../time/window.js';
+import { zoneOffsets } from '../../time/zone.js';
 import type { Origin } from './records.js';
 
 /**

@@ -1,4 +1,4 @@
-import type { Clock } from '../clock.js';
+import type { Clock } from '../../clock.js';
 import { describeError } from './records.js';
 
 /** Clock readings further back than this are reported (smaller steps are only absorbed). */

@@ -1,4 +1,4 @@
-import type { Clock } from '../clock.js';
+import type { Clock } from '../../clock.js';
 
 /**
  * Concurrency slots, and the shared abort listeners runs subscribe through. Both are shared by every

@@ -1,6 +1,7 @@
-import type { Logger } from '../logger.js';
-import type { ScheduleRecord } from './records.js';
-import type { ActiveRun, Runner, RunRequest } from './runner.js';
+import type { Logger } from '../../logger.js';
+import type { ScheduleRecord } from '../decide/records.js';
+import type { ActiveRun, RunRequest } from './run-types.js';
+import type { Runner } from './runner.js';
 
 /** Something started that drain and stop wait for. */
 interface Entry {

@@ -1,11 +1,11 @@
-import { InvalidArgumentError } from '../errors.js';
-import { parseCron } from '../time/cron-spec.js';
-import { interval } from '../time/interval.js';
-import type { Spec, SpecDescription } from '../time/spec.js';
-import { parseTimeOfDay, type TimeOfDay } from '../time/window.js';
-import { validateZone } from '../time/zone.js';
-import { duration, identifier } from '../validate.js';
-import type { Handler } from './invocation.js';
+import { InvalidArgumentError } from '../../errors.js';
+import { parseCron } from '../../time/cron-spec.js';
+import { interval } from '../../time/interval.js';
+import type { Spec, SpecDescription } from '../../time/spec.js';
+import { parseTimeOfDay, type TimeOfDay } from '../../time/window.js';
+import { validateZone } from '../../time/zone.js';
+import { duration, identifier } from '../../validate.js';
+import type { Handler } from '../run/invocation.js';
 import {
   describeOptions,
   type NormalizedOptions,

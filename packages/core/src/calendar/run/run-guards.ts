@@ -1,10 +1,10 @@
-import { LeaseManager } from '../lease/lease-manager.js';
-import type { Logger } from '../logger.js';
+import { LeaseManager } from '../../lease/lease-manager.js';
+import type { Logger } from '../../logger.js';
+import { OverlapQueue } from '../decide/overlap-queue.js';
+import { describeError, Reason, type ScheduleRecord, State } from '../decide/records.js';
+import type { Slots } from '../decide/slots.js';
 import { withInvocation } from './invocation.js';
-import { OverlapQueue } from './overlap-queue.js';
-import { describeError, Reason, type ScheduleRecord, State } from './records.js';
-import type { RunnerDependencies, RunRequest } from './runner.js';
-import type { Slots } from './slots.js';
+import type { RunnerDependencies, RunRequest } from './run-types.js';
 
 /**
  * The checks an occurrence passes before its handler runs, as one pipeline: maintenance → `when` →

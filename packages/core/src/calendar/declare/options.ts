@@ -1,14 +1,14 @@
-import { InvalidArgumentError } from '../errors.js';
-import type { DstPolicy } from '../time/spec.js';
+import { InvalidArgumentError } from '../../errors.js';
+import type { DstPolicy } from '../../time/spec.js';
 import {
   between as betweenWindow,
   days as daysWindow,
   lastDayOfMonth,
   unlessBetween as unlessBetweenWindow,
   type Window,
-} from '../time/window.js';
-import { duration, identifier, positiveInteger, readOptions } from '../validate.js';
-import type { HandlerContext, Invocation } from './invocation.js';
+} from '../../time/window.js';
+import { duration, identifier, positiveInteger, readOptions } from '../../validate.js';
+import type { HandlerContext, Invocation } from '../run/invocation.js';
 
 /** A hook around a run: `before` and `after` the handler. A throw marks the run `hook_failed`. */
 export type Hook = (context: HandlerContext) => unknown;

@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
-import type { Origin } from './records.js';
+import type { Origin } from '../decide/records.js';
 
 /** Which occurrence a handler is running for. */
 export interface Invocation {

@@ -1,7 +1,7 @@
-import type { Clock } from '../clock.js';
-import { DuetimeError, type DuetimeErrorCode } from '../errors.js';
-import { Reason } from './records.js';
-import type { AbortFanout } from './slots.js';
+import type { Clock } from '../../clock.js';
+import { DuetimeError, type DuetimeErrorCode } from '../../errors.js';
+import { Reason } from '../decide/records.js';
+import type { AbortFanout } from '../decide/slots.js';
 
 /** Why a run's signal was aborted; `reason` is the record's reason. */
 export class RunAbortedError extends DuetimeError {

@@ -1,4 +1,4 @@
-import { DuetimeError, InvalidArgumentError } from '../errors.js';
+import { DuetimeError, InvalidArgumentError } from '../../errors.js';
 import { Declaration, type DeclarationDescription } from './declarations.js';
 
 /** Two declarations in one registry share an id. `code` is `DUETIME_DUPLICATE_ID`. */
