@@ -23,6 +23,8 @@ import {
 import { duration, MAX_TIMER_MS, positiveInteger } from '../validate.js';
 import { exponentialBackoff } from './backoff.js';
 import { type BatchObserver, type BatchResult, isIsolated, type ObservedPart, runBatch } from './batch.js';
+import { processorOf, telemetryOption } from './dispatcher-options.js';
+import { reportParts } from './dispatcher-report.js';
 import {
   DISPATCHER_EVENTS,
   type DispatcherEvents,
@@ -30,8 +32,6 @@ import {
   type DispatcherSnapshot,
   type MessageTypes,
   type Processor,
-  type RetryError,
-  UnknownMessageTypeError,
 } from './types.js';
 
 export * from './backoff.js';
@@ -363,76 +363,7 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
 
   /** Tells of each part's fate once its batch committed or rolled back. Never throws. */
   #report(parts: readonly ObservedPart[]): void {
-    for (const part of parts) {
-      try {
-        this.#telemetry?.settle(part);
-      } catch (error) {
-        this.#logger.warn('recording a delivery in OpenTelemetry failed', { error });
-      }
-      if (!this.#events.has()) continue;
-      const { schedule, attempt, occurrence, latenessMs, durationMs, error } = part;
-      const retryAt = part.retryAt as Date;
-      switch (part.fate) {
-        case 'delivered':
-          this.#events.emit('delivered', { schedule, attempt, occurrence, latenessMs, durationMs });
-          break;
-        case 'failed':
-          this.#events.emit('failed', {
-            schedule,
-            attempt,
-            occurrence,
-            latenessMs,
-            durationMs,
-            error,
-            retryAt,
-          });
-          break;
-        case 'retried':
-          this.#events.emit('retried', {
-            schedule,
-            attempt,
-            occurrence,
-            latenessMs,
-            durationMs,
-            error: error as RetryError,
-            retryAt,
-          });
-          break;
-        case 'deadLettered':
-          this.#events.emit('deadLettered', {
-            schedule,
-            attempt,
-            occurrence,
-            latenessMs,
-            durationMs,
-            error,
-            attempts: attempt,
-          });
-          break;
-        case 'skipped':
-          this.#events.emit('skipped', {
-            schedule,
-            attempt,
-            occurrence,
-            latenessMs,
-            durationMs,
-            reason: 'stale',
-          });
-          break;
-        case 'missed': {
-          const missed = part.missed ?? {
-            count: 1,
-            first: schedule.at,
-            last: schedule.at,
-            reason: 'catch-up',
-          };
-          this.#events.emit('missed', { schedule, attempt, occurrence, latenessMs, durationMs, ...missed });
-          break;
-        }
-        default:
-        // A conflict (delivered again) or a rolled-back batch: nothing happened to report.
-      }
-    }
+    reportParts(parts, this.#telemetry, this.#events, this.#logger);
   }
 
   #start(batch: Promise<BatchResult>, observer: BatchObserver | undefined): void {
@@ -505,68 +436,4 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
 /** Whether a delivery holds exactly one schedule that crashed its process last time. */
 function isAlone(delivery: Delivery<unknown>): boolean {
   return delivery.claimed.length === 1 && isIsolated(delivery.claimed[0]!);
-}
-
-/** Checks the `telemetry` option. */
-function telemetryOption(option: unknown): TelemetryOption | undefined {
-  if (option === undefined || option === false) return option;
-  if (typeof option !== 'object' || option === null)
-    throw new InvalidArgumentError(
-      'options.telemetry',
-      option,
-      'must be false or { api?, tracerProvider?, meterProvider?, countLimit? }',
-    );
-  const o = option as Record<string, unknown>;
-  if (
-    o.api !== undefined &&
-    typeof (o.api as { trace?: { getTracer?: unknown } }).trace?.getTracer !== 'function'
-  )
-    throw new InvalidArgumentError('options.telemetry.api', o.api, "must be the '@opentelemetry/api' module");
-  if (o.countLimit !== undefined)
-    positiveInteger('options.telemetry.countLimit', o.countLimit, { allowZero: true });
-  return option as TelemetryOption;
-}
-
-/** The one processor a dispatcher runs: `processor`, or a router over `handlers` by message type. */
-function processorOf<M extends MessageTypes, Sql>(options: DispatcherOptions<M, Sql>): Processor<Sql> {
-  const { processor, handlers } = options;
-  if (processor !== undefined && handlers !== undefined)
-    throw new InvalidArgumentError(
-      'options.handlers',
-      handlers,
-      'give either processor or handlers, not both',
-    );
-  if (handlers === undefined) {
-    if (typeof processor !== 'function')
-      throw new InvalidArgumentError(
-        'options.processor',
-        processor,
-        'must be a function (tx, message, context) => Promise<void> (or give handlers: { [type]: handler })',
-      );
-    return processor as Processor<Sql>;
-  }
-  if (typeof handlers !== 'object' || handlers === null || Array.isArray(handlers))
-    throw new InvalidArgumentError(
-      'options.handlers',
-      handlers,
-      'must be an object { [message type]: handler }',
-    );
-  const table = new Map<string, Processor<Sql>>();
-  for (const [type, handler] of Object.entries(handlers)) {
-    if (typeof handler !== 'function')
-      throw new InvalidArgumentError(
-        `options.handlers[${JSON.stringify(type)}]`,
-        handler,
-        'must be a function',
-      );
-    table.set(type, handler as Processor<Sql>);
-  }
-  if (table.size === 0)
-    throw new InvalidArgumentError('options.handlers', handlers, 'must name at least one type');
-  const known = [...table.keys()];
-  return (tx, message, context) => {
-    const handler = table.get(message.type);
-    if (!handler) throw new UnknownMessageTypeError(message.type, known);
-    return handler(tx, message, context);
-  };
 }

@@ -1,10 +1,17 @@
-import type { ClaimRequest, ListQuery, StoreAdapter, Unit, WatchEvent } from '../backend/contract.js';
+import type { ClaimRequest, StoreAdapter, Unit, WatchEvent } from '../backend/contract.js';
 import { type Clock, systemClock } from '../clock.js';
 import { ClosedError, ConflictError, InvalidArgumentError, NotSupportedError } from '../errors.js';
 import { defaultLogger, type Logger } from '../logger.js';
-import { identifier, positiveInteger, scheduleKey, schedulePrefix, validDate } from '../validate.js';
+import { identifier, positiveInteger, scheduleKey, schedulePrefix } from '../validate.js';
 import type { Aggregate, AggregateContext } from './aggregate.js';
 import { Delivery } from './delivery.js';
+import {
+  countDeadLetterPages,
+  countLimit,
+  countSchedulePages,
+  pageLimit,
+  scheduleFilters,
+} from './paging.js';
 import { CoreTransaction } from './transaction.js';
 import { workOf } from './work.js';
 
@@ -181,11 +188,6 @@ export interface StoreOptions {
   /** Throws once the backend is closed (default: the store's own closed state). */
   check?: () => void;
 }
-
-const DEFAULT_PAGE = 500;
-const MAX_PAGE = 10_000;
-const DEFAULT_COUNT = 10_000;
-const MAX_COUNT = 100_000;
 
 /**
  * Opens a delivery on a store made by {@link createStore}: claims up to `limit` due schedules. For the
@@ -371,26 +373,13 @@ class CoreStore<Sql> implements Store<Sql>, CoreStoreInternals<Sql> {
     this.#open();
     const limit = countLimit(query.limit);
     const prefix = query.prefix === undefined ? undefined : schedulePrefix(query.prefix);
-    let count = 0;
-    let after: string | undefined;
-    while (count < limit) {
-      const size = Math.min(MAX_PAGE, limit - count);
-      const page = await this.#adapter.listDeadLetters({
-        limit: size,
-        ...(prefix !== undefined ? { prefix } : {}),
-        ...(after !== undefined ? { after } : {}),
-      });
-      count += page.length;
-      if (page.length < size) break;
-      after = page.at(-1)!.key;
-    }
-    return count;
+    return countDeadLetterPages(this.#adapter, prefix, limit);
   }
 
   async pageSchedules(query: ScheduleQuery = {}): Promise<SchedulePage> {
     this.#open();
     const limit = pageLimit(query.limit);
-    const filters = this.#filters(query);
+    const filters = scheduleFilters(query, this.#adapter.order);
     const after = query.after;
     if (after !== undefined && (typeof after?.at !== 'number' || typeof after?.key !== 'string'))
       throw new InvalidArgumentError('query.after', after, 'must be the `next` cursor of a previous page');
@@ -408,24 +397,8 @@ class CoreStore<Sql> implements Store<Sql>, CoreStoreInternals<Sql> {
   async countSchedules(query: ScheduleCountQuery = {}): Promise<number> {
     this.#open();
     const limit = countLimit(query.limit);
-    const filters = this.#filters(query);
-    let count = 0;
-    let after: ListQuery['after'];
-    while (count < limit) {
-      const size = Math.min(MAX_PAGE, limit - count);
-      const page = await this.#adapter.listSchedules({
-        ...filters,
-        select: 'heads',
-        limit: size,
-        ...(after ? { after } : {}),
-      });
-      count += page.length;
-      const last = page.at(-1);
-      if (page.length < size || !last) break;
-      const position = filters.order === 'due' ? last.dueAt : filters.order === 'key' ? new Date(0) : last.at;
-      after = { at: position.getTime(), key: last.key };
-    }
-    return count;
+    const filters = scheduleFilters(query, this.#adapter.order);
+    return countSchedulePages(this.#adapter, filters, limit);
   }
 
   async nextDueAt(): Promise<Date | undefined> {
@@ -433,27 +406,6 @@ class CoreStore<Sql> implements Store<Sql>, CoreStoreInternals<Sql> {
     if (!this[knowsDueOrder]) return undefined;
     const [first] = await this.#adapter.listSchedules({ order: 'due', select: 'heads', limit: 1 });
     return first?.dueAt;
-  }
-
-  /** Checks a query's filters; an adapter without a deadline index answers in key order. */
-  #filters(query: ScheduleQuery | ScheduleCountQuery): Omit<ListQuery, 'limit'> {
-    if (typeof query !== 'object' || query === null)
-      throw new InvalidArgumentError('query', query, 'must be an object');
-    const order = query.order ?? 'at';
-    if (order !== 'at' && order !== 'due')
-      throw new InvalidArgumentError('query.order', order, 'must be "at" or "due"');
-    const supported = this.#adapter.order;
-    const effective = supported === undefined || supported.includes(order) ? order : 'key';
-    const through = query.through === undefined ? undefined : validDate('through', query.through);
-    const prefix = query.prefix === undefined ? undefined : schedulePrefix(query.prefix);
-    if (query.recurring !== undefined && typeof query.recurring !== 'boolean')
-      throw new InvalidArgumentError('query.recurring', query.recurring, 'must be true or false');
-    return {
-      order: effective,
-      ...(through ? { through } : {}),
-      ...(prefix !== undefined ? { prefix } : {}),
-      ...(query.recurring !== undefined ? { recurring: query.recurring } : {}),
-    };
   }
 
   async *iterateSchedules(query: Omit<ScheduleQuery, 'after'> = {}): AsyncIterable<Schedule> {
@@ -512,16 +464,4 @@ class CoreStore<Sql> implements Store<Sql>, CoreStoreInternals<Sql> {
 function backoff(attempt: number): number {
   const base = Math.min(200, 2 ** attempt);
   return base / 2 + Math.random() * base;
-}
-
-function pageLimit(given: unknown): number {
-  const limit = given === undefined ? DEFAULT_PAGE : positiveInteger('query.limit', given);
-  if (limit > MAX_PAGE) throw new InvalidArgumentError('query.limit', limit, `must be at most ${MAX_PAGE}`);
-  return limit;
-}
-
-function countLimit(given: unknown): number {
-  const limit = given === undefined ? DEFAULT_COUNT : positiveInteger('query.limit', given);
-  if (limit > MAX_COUNT) throw new InvalidArgumentError('query.limit', limit, `must be at most ${MAX_COUNT}`);
-  return limit;
 }
