@@ -1,8 +1,6 @@
 import { ClosedError, NotFoundError } from '../errors.js';
-import { Emitter, type Listener, type Observable } from '../events.js';
+import type { Listener, Observable } from '../events.js';
 import { RunLoop } from '../run-loop.js';
-import { CalendarTelemetry } from '../telemetry/calendar.js';
-import { loadedOpenTelemetry, loadOpenTelemetry, type OpenTelemetryApi } from '../telemetry/otel.js';
 import {
   type AdmissionPlan,
   type Candidate,
@@ -13,7 +11,7 @@ import {
 import { ClockGuard } from './decide/clock-guard.js';
 import { CursorBook, newTrack, resetTrack, type Track } from './decide/cursor-book.js';
 import { DueHeap } from './decide/heap.js';
-import { type Epoch, Leadership, type LeadershipChange } from './decide/leadership.js';
+import { type Epoch, Leadership } from './decide/leadership.js';
 import {
   advancesCursor,
   describeError,
@@ -25,17 +23,22 @@ import {
 import { AbortFanout, Slots } from './decide/slots.js';
 import {
   describeScheduler,
-  SCHEDULER_EVENTS,
   type SchedulerDescription,
   type SchedulerEvents,
   type SchedulerSnapshot,
-  scheduleSnapshots,
 } from './decide/snapshot.js';
 import { type ResolvedConfig, resolveConfig, type SchedulerConfig } from './declare/config.js';
 import { InFlightRuns } from './run/in-flight.js';
 import { type Invocation, type OccurrenceScope, occurrenceId } from './run/invocation.js';
 import type { ActiveRun, RunRequest } from './run/run-types.js';
 import { RunAbortedError, Runner } from './run/runner.js';
+import {
+  clockIncidentRecord,
+  loadCursors,
+  schedulerSnapshot,
+  specFailedRequest,
+} from './scheduler-bookkeeping.js';
+import { SchedulerReports } from './scheduler-reports.js';
 
 export type {
   LeadershipEvent,
@@ -46,8 +49,6 @@ export type {
   ScheduleSnapshot,
 } from './decide/snapshot.js';
 export { SCHEDULER_EVENTS } from './decide/snapshot.js';
-
-const CURSOR_READS_AT_ONCE = 32;
 
 /**
  * Runs a {@link Registry}'s declarations with one leader per group. Every replica runs a scheduler with
@@ -77,8 +78,7 @@ export class Scheduler implements Observable<SchedulerEvents> {
   #startedAt: number | undefined;
   #overlapSeq = 0;
   #manualSeq = 0;
-  readonly #events: Emitter<SchedulerEvents>;
-  #telemetry: CalendarTelemetry | undefined;
+  readonly #reports: SchedulerReports;
 
   /** @throws {InvalidArgumentError} naming `config.<field>` and the value. */
   constructor(config: SchedulerConfig) {
@@ -87,14 +87,14 @@ export class Scheduler implements Observable<SchedulerEvents> {
     this.#loop = new RunLoop('scheduler', c.clock);
     this.#scope = { namespace: c.namespace, environment: c.environment, group: c.group };
     this.#prefix = `${c.namespace}/calendar/${c.environment}/${c.group}/`;
-    this.#events = new Emitter<SchedulerEvents>('scheduler', SCHEDULER_EVENTS, () => c.logger);
+    this.#reports = new SchedulerReports(c, () => this.#leadership);
     this.#history = new History(c.maxHistory, (record) => {
       try {
         c.onRecord?.(record);
       } catch {
         // onRecord's failures are its own to report (as documented).
       }
-      this.#recorded(record);
+      this.#reports.recorded(record);
     });
     this.#time = new ClockGuard(c.clock, (detail, at) => this.#clockIncident(detail, at));
     const fanout = new AbortFanout();
@@ -121,7 +121,8 @@ export class Scheduler implements Observable<SchedulerEvents> {
       stopSignal: this.#stop.signal,
       fanout,
       overlapRetry: c.pollInterval,
-      around: (record, work) => (this.#telemetry ? this.#telemetry.run(record, work) : work()),
+      around: (record, work) =>
+        this.#reports.telemetry ? this.#reports.telemetry.run(record, work) : work(),
     });
     this.#leadership = new Leadership({
       leases: c.leases,
@@ -135,7 +136,7 @@ export class Scheduler implements Observable<SchedulerEvents> {
         this.#heap.clear();
         this.wake();
       },
-      onChange: (change) => this.#leadershipChanged(change),
+      onChange: (change) => this.#reports.leadershipChanged(change),
     });
     for (const declaration of c.registry) {
       const environments = declaration.options.environments;
@@ -155,70 +156,17 @@ export class Scheduler implements Observable<SchedulerEvents> {
    * that throws is logged and changes nothing.
    */
   on<K extends keyof SchedulerEvents>(name: K, listener: Listener<SchedulerEvents[K]>): () => void {
-    return this.#events.on(name, listener);
+    return this.#reports.events.on(name, listener);
   }
 
   /** Like {@link on}, for the next event only. */
   once<K extends keyof SchedulerEvents>(name: K, listener: Listener<SchedulerEvents[K]>): () => void {
-    return this.#events.once(name, listener);
+    return this.#reports.events.once(name, listener);
   }
 
   /** Removes a listener added with {@link on}. */
   off<K extends keyof SchedulerEvents>(name: K, listener: Listener<SchedulerEvents[K]>): void {
-    this.#events.off(name, listener);
-  }
-
-  #recorded(record: ScheduleRecord): void {
-    if (record.state !== State.Running) {
-      try {
-        this.#telemetry?.finished(record);
-      } catch (error) {
-        this.#config.logger.warn('recording an occurrence in OpenTelemetry failed', { error });
-      }
-    }
-    if (!this.#events.has()) return;
-    if (record.state === State.Running) this.#events.emit('occurrenceAdmitted', { record });
-    else this.#events.emit('occurrenceFinished', { record });
-  }
-
-  #leadershipChanged(change: LeadershipChange): void {
-    this.#telemetry?.leadership(change.kind);
-    if (!this.#events.has()) return;
-    const event = {
-      namespace: this.#config.namespace,
-      environment: this.#config.environment,
-      group: this.#config.group,
-      owner: change.owner,
-      epoch: change.epoch.token,
-    };
-    if (change.kind === 'acquired') this.#events.emit('leadershipAcquired', event);
-    else this.#events.emit('leadershipLost', { ...event, reason: change.reason });
-  }
-
-  /** Sets up telemetry without delaying the loop (as the Dispatcher does). */
-  #startTelemetry(): void {
-    const option = this.#config.telemetry;
-    if (option === false) return;
-    const known = option?.api ?? loadedOpenTelemetry();
-    if (known !== undefined) this.#attachTelemetry(known);
-    else void loadOpenTelemetry().then((api) => this.#attachTelemetry(api));
-  }
-
-  #attachTelemetry(api: OpenTelemetryApi | null): void {
-    const option = this.#config.telemetry;
-    if (!api || option === false || this.#telemetry || this.#loop.state === 'stopped') return;
-    const c = this.#config;
-    try {
-      this.#telemetry = new CalendarTelemetry(api, option ?? {}, {
-        namespace: c.namespace,
-        environment: c.environment,
-        group: c.group,
-        leading: () => this.#leadership.leading,
-        epoch: () => this.#leadership.epoch?.token,
-      });
-    } catch (error) {
-      c.logger.warn('OpenTelemetry instruments could not be created; running without them', { error });
-    }
+    this.#reports.events.off(name, listener);
   }
 
   /**
@@ -286,26 +234,15 @@ export class Scheduler implements Observable<SchedulerEvents> {
   }
 
   snapshot(): SchedulerSnapshot {
-    const epoch = this.#leadership.epoch;
-    return {
+    return schedulerSnapshot({
+      config: this.#config,
       state: this.#loop.state,
-      leader: this.#leadership.leading,
-      ...(epoch ? { epoch: epoch.token } : {}),
-      owner: this.#config.owner,
-      namespace: this.#config.namespace,
-      environment: this.#config.environment,
-      group: this.#config.group,
-      running: this.#slots.used,
-      waiting: this.#slots.waiting,
+      leadership: this.#leadership,
+      slots: this.#slots,
       queued: this.#runner.queued,
-      schedules: scheduleSnapshots(
-        this.#tracks.values(),
-        epoch !== undefined,
-        this.#config.cursors !== undefined,
-      ),
-      history: this.#history.records(),
-      counts: this.#history.counts(),
-    };
+      tracks: this.#tracks.values(),
+      history: this.#history,
+    });
   }
 
   describe(): SchedulerDescription {
@@ -313,7 +250,7 @@ export class Scheduler implements Observable<SchedulerEvents> {
   }
 
   async #run(): Promise<void> {
-    this.#startTelemetry();
+    this.#reports.startTelemetry(() => this.#loop.state === 'stopped');
     const unsubscribe = this.#config.wake?.(() => this.wake());
     try {
       while (this.#loop.running) {
@@ -344,16 +281,7 @@ export class Scheduler implements Observable<SchedulerEvents> {
 
   #clockIncident(detail: string, at: number): void {
     this.#config.logger.error('clock incident', { detail });
-    this.#history.add({
-      schedule: '*',
-      occurrence: '',
-      intendedAt: new Date(at),
-      origin: 'scheduled',
-      state: State.Skipped,
-      reason: Reason.ClockFailed,
-      detail,
-      finishedAt: new Date(at),
-    });
+    this.#history.add(clockIncidentRecord(detail, at));
   }
 
   /** Tries to lead; on success starts the epoch: every active schedule is planned afresh from its cursor. */
@@ -404,20 +332,9 @@ export class Scheduler implements Observable<SchedulerEvents> {
       error,
     });
     const at = this.#time.highWater;
-    this.#runner.skip(
-      {
-        declaration: track.declaration,
-        invocation: {
-          schedule: track.declaration.id,
-          occurrence: '',
-          intendedAt: new Date(at),
-          origin: 'scheduled',
-        },
-      },
-      State.Skipped,
-      Reason.ClockFailed,
-      { detail: `the schedule's spec threw: ${describeError(error)}` },
-    );
+    this.#runner.skip(specFailedRequest(track, at), State.Skipped, Reason.ClockFailed, {
+      detail: `the schedule's spec threw: ${describeError(error)}`,
+    });
   }
 
   /** Admits what is due; returns how long to sleep before the next look. */
@@ -426,21 +343,7 @@ export class Scheduler implements Observable<SchedulerEvents> {
     const due: Track[] = [];
     for (let top = this.#heap.peek(); top && top.due <= now; top = this.#heap.peek())
       due.push(this.#heap.pop() as Track);
-    let readFailed = false;
-    const unloaded = due.filter((t) => !t.loaded);
-    for (let i = 0; i < unloaded.length; i += CURSOR_READS_AT_ONCE) {
-      const batch = unloaded.slice(i, i + CURSOR_READS_AT_ONCE);
-      const results = await Promise.allSettled(batch.map((t) => this.#cursors.load(t)));
-      results.forEach((result, j) => {
-        if (result.status === 'rejected') {
-          readFailed = true;
-          this.#config.logger.warn('could not read a schedule cursor; retrying at the next poll', {
-            schedule: batch[j]?.declaration.id,
-            error: result.reason,
-          });
-        }
-      });
-    }
+    const readFailed = await loadCursors(due, this.#cursors, this.#config.logger);
     // Re-check validity here, not only through the loss timer: a blocked event loop may have let it lapse.
     if (!this.#leadership.holds(epoch) || !this.#loop.running) {
       for (const track of due) if (track.active && this.#leadership.epoch === epoch) this.#heap.upsert(track);
@@ -583,6 +486,6 @@ export class Scheduler implements Observable<SchedulerEvents> {
     }
     this.#leadership.close();
     this.#heap.clear();
-    this.#telemetry?.close();
+    this.#reports.telemetry?.close();
   }
 }
