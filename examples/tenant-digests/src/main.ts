@@ -62,9 +62,10 @@ export async function main(options: DemoOptions = {}): Promise<Sent[]> {
   const print = options.print ?? ((line: string) => console.log(line));
   const schema = `digests_${process.pid}_${Date.now().toString(36)}`;
   const pool = new pg.Pool({ connectionString: withUser(url), max: 4 });
-  const backend = await createPostgresBackend({ pool }, { schema });
-  const sent: Sent[] = [];
+  // The store runs on the demo's clock too: pausing and resuming judge what fell due by it.
   const clock = new ManualClock(WEEK_ONE);
+  const backend = await createPostgresBackend({ pool }, { schema, clock });
+  const sent: Sent[] = [];
   try {
     await backend.store.transact((tx) => createTables(tx.sql, schema));
     const start = new Date(WEEK_ONE);

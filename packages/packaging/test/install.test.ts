@@ -116,10 +116,11 @@ describe('a fresh application that installs the packed tarballs', () => {
 
   it('inspects before anything exists without creating a file, then runs a schedule through SQLite', async () => {
     const before = await duetime(['schedules', 'list', '--backend', 'sqlite:./app.db']);
-    expect(before.stdout).toMatch(
-      /^no pending schedules: no duetime database at .*app\.db: the file does not exist/,
+    expect(before.stdout).toBe('');
+    expect(before.stderr).toMatch(
+      /no duetime database at .*app\.db: the file does not exist.*\[DUETIME_NOT_FOUND\]/,
     );
-    expect(before.code).toBe(0);
+    expect(before.code).toBe(1);
     expect(existsSync(join(app, 'app.db'))).toBe(false);
 
     const main = await exec(process.execPath, [join(app, 'dist', 'src', 'main.mjs')], app);
