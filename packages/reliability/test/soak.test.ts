@@ -67,6 +67,16 @@ describe.each(selectedBackends(BACKENDS))('soak on %s', (kind) => {
         });
         produced += BATCH;
         if (produced >= nextSample) {
+          // Sampled when the dispatcher has caught up: what stays open then is what would pile up, not the
+          // timers and requests of deliveries in flight at that instant.
+          await waitFor(
+            'the dispatcher to catch up before a sample',
+            () => dispatcher.snapshot().delivered >= produced,
+            {
+              timeoutMs: 120_000,
+              intervalMs: 5,
+            },
+          );
           samples.push(sample(produced));
           nextSample += every;
         }

@@ -65,22 +65,26 @@ export function pushChannelTests({ harness, capabilities }: SuiteContext): void 
     await second.store.transact((tx) =>
       tx.schedule('push/1', new Date(Date.now() - 1), effectMessage('push-1')),
     );
-    await waitFor('the other instance’s commit to be delivered', () => delivered.includes('push/1'), {
-      timeoutMs: PROMPT,
-    });
+    // Delivered means committed: the processor's effect, not only its start (the batch commits after it).
+    await waitFor(
+      'the other instance’s commit to be delivered',
+      async () => (await appliedCount(first.store, 'push-1')) === 1,
+      { timeoutMs: PROMPT },
+    );
     // And again, for a schedule due a little later: the dispatcher learns its deadline from the channel.
     await second.store.transact((tx) =>
       tx.schedule('push/2', new Date(Date.now() + 200), effectMessage('push-2')),
     );
     await waitFor(
       'a later commit of the other instance to be delivered',
-      () => delivered.includes('push/2'),
+      async () => (await appliedCount(first.store, 'push-2')) === 1,
       {
         timeoutMs: PROMPT,
       },
     );
     expect(await appliedCount(first.store, 'push-1')).toBe(1);
     expect(await appliedCount(first.store, 'push-2')).toBe(1);
+    expect(delivered).toEqual(['push/1', 'push/2']);
     expect(first.store.watching).toBe(true);
   });
 }
