@@ -424,6 +424,13 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     }));
   }
 
+  async countSchedules(query: Omit<ListQuery, 'after' | 'select'>): Promise<number> {
+    if (query.through && query.order !== 'key' && query.through.getTime() < PG_MIN_TIME) return 0;
+    const { text, params } = this.#sql.schedules.count(query);
+    const [row] = await this.#read<{ n: number }>('count schedules', text, params, undefined);
+    return Number(row?.n ?? 0);
+  }
+
   async listDeadLetters(query: DeadLetterListQuery): Promise<DeadLetterRecord[]> {
     const { text, params } = this.#sql.deadLetters.list(query);
     const rows = await this.#read<DeadLetterFields>('list dead letters', text, params, undefined);

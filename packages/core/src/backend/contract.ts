@@ -259,6 +259,12 @@ export interface StoreAdapter<Sql = unknown, U extends Unit<Sql> = Unit<Sql>> {
   /** Dead letters matching `query`, by key, at most `query.limit`. */
   listDeadLetters(query: DeadLetterListQuery): Promise<DeadLetterRecord[]>;
   /**
+   * Optional: how many active schedules `query` matches, counted up to `query.limit` (return at most
+   * that). Without it, core counts by listing heads a page at a time; an engine that can count without
+   * reading rows (an index-only count) answers status pages faster with it.
+   */
+  countSchedules?(query: Omit<ListQuery, 'after' | 'select'>): Promise<number>;
+  /**
    * Optional push channel: reports other processes' commits of schedule changes (see {@link WatchEvent}).
    * Returns an unsubscribe function. Core subscribes once per store, however many listen.
    */

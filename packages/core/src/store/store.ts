@@ -398,6 +398,8 @@ class CoreStore<Sql> implements Store<Sql>, CoreStoreInternals<Sql> {
     this.#open();
     const limit = countLimit(query.limit);
     const filters = scheduleFilters(query, this.#adapter.order);
+    if (this.#adapter.countSchedules)
+      return Math.min(limit, await this.#adapter.countSchedules({ ...filters, limit }));
     return countSchedulePages(this.#adapter, filters, limit);
   }
 
