@@ -2,7 +2,7 @@
  * The contract a duetime backend implements: the first file to read when writing one.
  *
  * A backend is three small parts that {@link defineBackend} wraps:
- * - a {@link StoreAdapter} (capability 1: transactional schedules), 7 methods plus up to 5 optional ones;
+ * - a {@link StoreAdapter} (capability 1: transactional schedules), 7 methods plus up to 6 optional ones;
  * - a {@link LeaseBackend} (leadership and overlap leases for calendars), 4 methods;
  * - a {@link CursorBackend} (per-schedule progress of calendars), 2 methods.
  *
