@@ -58,6 +58,7 @@ export {
   type StoredSpec,
   type StoredState,
   specOf,
+  stateOf,
   upcomingOccurrences,
 } from './store/recurrence.js';
 export {

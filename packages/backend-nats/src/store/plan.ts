@@ -5,6 +5,7 @@ import {
   type Message,
   type Schedule,
   type StoredState,
+  stateOf,
 } from '@duetime/core';
 import type { BatchMessage } from '../io.js';
 import { settledMarker } from './claims.js';
@@ -17,7 +18,6 @@ import {
   encodeRecord,
   isTombstone,
   type RecordValue,
-  stateOf,
   TOMBSTONE_TTL,
   toSchedule,
 } from './records.js';

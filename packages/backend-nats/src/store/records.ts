@@ -5,7 +5,6 @@ import {
   type Event,
   type Message,
   type Schedule,
-  type StoredOneShot,
   type StoredState,
 } from '@duetime/core';
 import type { StoredMessage } from '../io.js';
@@ -116,20 +115,6 @@ export function toSchedule(key: string, m: StoredMessage, versionBase: number): 
     },
     `nats ${m.subject}`,
   );
-}
-
-/** A schedule's stored state as read back (a recurrence, or a one-shot schedule's operator state). */
-export function stateOf(schedule: Schedule): StoredState | undefined {
-  if (schedule.recurrence) return schedule.recurrence;
-  if (!schedule.paused && !schedule.queue?.length) return undefined;
-  const state: StoredOneShot = { v: 1, once: true };
-  if (schedule.paused)
-    state.paused = {
-      at: schedule.paused.at.getTime(),
-      ...(schedule.paused.note !== undefined ? { note: schedule.paused.note } : {}),
-    };
-  if (schedule.queue?.length) state.queue = schedule.queue.map((q) => ({ ...q }));
-  return state;
 }
 
 /** Whether a record's stored state is a recurrence (not a one-shot schedule's operator state). */
