@@ -5,6 +5,7 @@ import {
   type Logger,
   MAX_TIMER_MS,
   type OptionReader,
+  optionReader,
   positiveInteger,
   readFactoryOptions,
 } from '@duetime/core';
@@ -107,86 +108,11 @@ export function readPlainOptions(
   const { options, logger, clock } = readFactoryOptions(given as { clock?: Clock; logger?: Logger }, {
     factory,
   });
-  const reader = new PlainReader(options as Record<string, unknown>);
+  const reader = optionReader(options as Record<string, unknown>);
   const connectTimeoutMs = reader.integer('connectTimeoutMs', 5000, { max: MAX_TIMER_MS });
   const settings = readSettings(reader);
-  reader.refuseUnread(['clock', 'logger', ...extra]);
+  reader.refuseUnread(['clock', 'logger', ...extra], 'function');
   return { settings, connectTimeoutMs, logger, clock };
-}
-
-class PlainReader implements OptionReader {
-  readonly #given: Record<string, unknown>;
-  readonly #read = new Set<string>();
-
-  constructor(given: Record<string, unknown>) {
-    this.#given = given;
-  }
-
-  #take(name: string): unknown {
-    this.#read.add(name);
-    return this.#given[name];
-  }
-
-  duration(name: string, fallback: number, options: { allowZero?: boolean; max?: number } = {}): number {
-    const value = this.#take(name);
-    return value === undefined
-      ? fallback
-      : duration(`options.${name}`, value, { max: MAX_TIMER_MS, ...options });
-  }
-
-  boolean(name: string, fallback: boolean): boolean {
-    const value = this.#take(name);
-    if (value === undefined) return fallback;
-    if (typeof value !== 'boolean')
-      throw new InvalidArgumentError(`options.${name}`, value, 'must be true or false');
-    return value;
-  }
-
-  integer(name: string, fallback: number, options: { min?: number; max?: number } = {}): number {
-    const value = this.#take(name);
-    if (value === undefined) return fallback;
-    const { min = 1, max = Number.MAX_SAFE_INTEGER } = options;
-    if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max)
-      throw new InvalidArgumentError(`options.${name}`, value, `must be an integer from ${min} to ${max}`);
-    return value;
-  }
-
-  oneOf<T extends string>(name: string, values: readonly T[], fallback: T): T {
-    const value = this.#take(name);
-    if (value === undefined) return fallback;
-    if (!values.includes(value as T))
-      throw new InvalidArgumentError(
-        `options.${name}`,
-        value,
-        `must be one of ${values.map((v) => JSON.stringify(v)).join(', ')}`,
-      );
-    return value as T;
-  }
-
-  string(name: string, fallback: string, check?: (value: string) => string | undefined): string {
-    const value = this.#take(name);
-    if (value === undefined) return fallback;
-    if (typeof value !== 'string')
-      throw new InvalidArgumentError(`options.${name}`, value, 'must be a string');
-    const reason = check?.(value);
-    if (reason !== undefined) throw new InvalidArgumentError(`options.${name}`, value, reason);
-    return value;
-  }
-
-  value<T = unknown>(name: string): T | undefined {
-    return this.#take(name) as T | undefined;
-  }
-
-  refuseUnread(known: readonly string[]): void {
-    const all = [...known, ...this.#read];
-    for (const [name, value] of Object.entries(this.#given))
-      if (value !== undefined && !all.includes(name))
-        throw new InvalidArgumentError(
-          `options.${name}`,
-          value,
-          `is not an option of this function (options: ${[...all].sort().join(', ')})`,
-        );
-  }
 }
 
 function claimSettings(value: unknown): ClaimSettings {

@@ -17,6 +17,7 @@ export {
   type OpenContext,
   type OpenedBackend,
   type OptionReader,
+  optionReader,
 } from './backend/define.js';
 export {
   refuseTransactionControl,

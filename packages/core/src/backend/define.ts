@@ -238,6 +238,17 @@ function checkAdapter(adapter: StoreAdapter<unknown, Unit<unknown>>): void {
   if (adapter.renew) positiveInteger('store.renewEveryMs', adapter.renewEveryMs);
 }
 
+/**
+ * An {@link OptionReader} over `given`, for functions that take options like a backend's but are no
+ * backend (a migration, a coordination client): read every option, then `refuseUnread` the ones nobody
+ * read (`what` names the function in the error: `function`, `backend`).
+ */
+export function optionReader(
+  given: Record<string, unknown>,
+): OptionReader & { refuseUnread(known: readonly string[], what?: string): void } {
+  return new Reader(given);
+}
+
 class Reader implements OptionReader {
   readonly #given: Record<string, unknown>;
   readonly #read = new Set<string>();
@@ -306,14 +317,14 @@ class Reader implements OptionReader {
   }
 
   /** Refuses every given option nobody read. */
-  refuseUnread(core: readonly string[]): void {
+  refuseUnread(core: readonly string[], what = 'backend'): void {
     const known = [...core, ...this.#read];
     for (const [name, value] of Object.entries(this.#given)) {
       if (value === undefined || known.includes(name)) continue;
       throw new InvalidArgumentError(
         `options.${name}`,
         value,
-        `is not an option of this backend (options: ${[...known].sort().join(', ')})`,
+        `is not an option of this ${what} (options: ${[...known].sort().join(', ')})`,
       );
     }
   }
