@@ -66,6 +66,11 @@ export interface PostgresUnit extends Unit<pg.PoolClient> {
   readonly exec?: PostgresExecutor;
   /** Whether BEGIN went out (it waits for the first statement, so a transaction that only puts is one). */
   begun: boolean;
+  /**
+   * A joined unit: whether its savepoint went out. It waits for the first statement, and a join whose
+   * writes are one statement takes none (see `commit`).
+   */
+  saved: boolean;
   /** A failure of BEGIN queued ahead of the application's statements, reported by the commit. */
   failure?: unknown;
   ended: boolean;
@@ -109,7 +114,7 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     let claimed: Claimed[] | undefined;
     if (claim) {
       claimed = await this.#claim(claim, owner);
-      if (claimed.length === 0) return { owner, claimed, joined: false, begun: false, ended: false };
+      if (claimed.length === 0) return { owner, claimed, joined: false, begun: false, saved: false, ended: false };
     }
     let out: CheckedOutClient;
     try {
@@ -146,8 +151,17 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
       client,
       writer: new Writer(this.#connection, this.#sql, fields.exec ?? this.#connection.executor(client)),
       begun: fields.joined,
+      saved: false,
       ended: false,
       sql: guardSql(client, () => {
+        if (unit.joined && !unit.saved) {
+          // The application's own statements through tx.sql are undone with duetime's when fn throws.
+          unit.saved = true;
+          Promise.resolve(unit.writer!.exec.query(`SAVEPOINT ${JOIN}`, [])).catch((error: unknown) => {
+            unit.failure ??= error;
+          });
+          return;
+        }
         if (unit.begun) return;
         unit.begun = true;
         client.query(BEGIN).catch((error: unknown) => {
@@ -186,6 +200,7 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
   async #begin(unit: PostgresUnit): Promise<void> {
     if (unit.ended) throw new BackendError('use a transaction', 'the transaction has already ended');
     if (unit.failure !== undefined) throw this.#connection.error(unit.failure, 'begin transaction');
+    if (unit.joined) return this.#save(unit);
     if (unit.begun) return;
     unit.begun = true;
     await this.#control(unit, 'begin transaction', BEGIN);
@@ -255,7 +270,9 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     const operation = unit.claimed ? 'commit a delivery batch' : 'commit';
     try {
       if (!unit.begun && !unit.joined && (await this.#alone(unit, changes))) return;
-      await this.#begin(unit);
+      // A join that sent nothing yet and writes one statement needs no savepoint: the statement is whole
+      // or, failing, fails the application's transaction as any of its own statements would.
+      if (!(unit.joined && !unit.saved && oneStatement(changes))) await this.#begin(unit);
       await writer.apply(changes.writes);
       await writer.settle(changes.settlements, unit.owner);
       if (unit.joined) {
@@ -296,10 +313,8 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
    * that are one statement (puts of distinct keys), that statement is the transaction.
    */
   async #alone(unit: PostgresUnit, changes: Changes): Promise<boolean> {
-    if (changes.settlements.length > 0 || unit.claimed) return false;
-    const steps = Writer.plan(changes.writes);
-    if (steps.length > 1 || (steps.length === 1 && !('keys' in steps[0]!))) return false;
-    if (steps.length === 1) await unit.writer!.apply(changes.writes);
+    if (unit.claimed || !oneStatement(changes)) return false;
+    if (changes.writes.length > 0) await unit.writer!.apply(changes.writes);
     unit.ended = true;
     unit.out!.release(false);
     if (unit.writer!.earliest !== undefined) this.#notifier.announce(unit.writer!.earliest);
@@ -311,6 +326,7 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     unit.ended = true;
     try {
       if (unit.joined) {
+        if (!unit.saved) return;
         await this.#control(
           unit,
           'undo the joined writes',
@@ -357,21 +373,27 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
         return { rows, rowCount: result?.rowCount ?? rows.length };
       },
     };
+    const status = transactionStatus(handle);
+    if (status === 'I' || status === 'E')
+      throw refusal(status === 'I' ? NO_TRANSACTION : IN_FAILED_TRANSACTION);
+    const unit = this.#unit(client, { owner: randomBytes(8).toString('hex'), joined: true, exec });
+    // A handle that cannot tell its state is asked by a savepoint, which refuses it when it is outside any
+    // transaction or in a failed one.
+    if (status === undefined) await this.#save(unit);
+    return unit;
+  }
+
+  /** Takes the joined unit's savepoint, once. */
+  async #save(unit: PostgresUnit): Promise<void> {
+    if (unit.saved) return;
+    unit.saved = true;
     try {
-      await exec.query(`SAVEPOINT ${JOIN}`, []);
+      await unit.writer!.exec.query(`SAVEPOINT ${JOIN}`, []);
     } catch (error) {
       const state = sqlStateOf(error);
-      if (state === NO_TRANSACTION || state === IN_FAILED_TRANSACTION)
-        throw new InvalidArgumentError(
-          'handle',
-          '(pg client)',
-          state === NO_TRANSACTION
-            ? 'is not inside a transaction: send BEGIN on it first'
-            : 'is inside a transaction that failed on an earlier statement',
-        );
+      if (state === NO_TRANSACTION || state === IN_FAILED_TRANSACTION) throw refusal(state);
       throw this.#connection.error(error, 'join a transaction');
     }
-    return this.#unit(client, { owner: randomBytes(8).toString('hex'), joined: true, exec });
   }
 
   async renew(unit: PostgresUnit): Promise<void> {
@@ -470,6 +492,41 @@ function guardSql(client: pg.ClientBase, beforeQuery: () => void): pg.ClientBase
       return typeof value === 'function' ? value.bind(target) : value;
     },
   });
+}
+
+/** Whether the changes are at most one statement: puts of distinct keys, no settlements. */
+function oneStatement(changes: Changes): boolean {
+  if (changes.settlements.length > 0) return false;
+  const steps = Writer.plan(changes.writes);
+  return steps.length === 0 || (steps.length === 1 && 'keys' in steps[0]!);
+}
+
+/**
+ * A joined handle's transaction state, known without a round trip: `T` inside a transaction, `I` outside
+ * any, `E` in a failed one; undefined when the handle cannot tell. An executor tells through
+ * `inTransaction()`; a node-postgres client through `getTransactionStatus()` (pg 8.12 and later).
+ */
+function transactionStatus(handle: unknown): 'T' | 'I' | 'E' | undefined {
+  const h = handle as { inTransaction?: unknown; getTransactionStatus?: unknown };
+  if (typeof h.inTransaction === 'function') {
+    const inside = (h.inTransaction as () => unknown).call(handle);
+    return inside === true ? 'T' : inside === false ? 'I' : undefined;
+  }
+  if (typeof h.getTransactionStatus === 'function') {
+    const status = (h.getTransactionStatus as () => unknown).call(handle);
+    return status === 'T' || status === 'I' || status === 'E' ? status : undefined;
+  }
+  return undefined;
+}
+
+function refusal(state: string): InvalidArgumentError {
+  return new InvalidArgumentError(
+    'handle',
+    '(transaction handle)',
+    state === NO_TRANSACTION
+      ? 'is not inside a transaction: begin one first (send BEGIN on a pg client)'
+      : 'is inside a transaction that failed on an earlier statement',
+  );
 }
 
 /**

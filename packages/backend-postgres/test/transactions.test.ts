@@ -297,6 +297,95 @@ describe('store.join: inside a transaction the application began', () => {
   });
 });
 
+describe('store.join: statements sent', () => {
+  /** An executor on a client inside BEGIN that records every statement it sends. */
+  function recording(client: pg.PoolClient, inTransaction?: () => boolean | undefined) {
+    const sent: string[] = [];
+    return {
+      sent,
+      executor: {
+        async query(text: string, params: readonly unknown[]) {
+          sent.push(text.trim().split(/\s+/)[0]!.toUpperCase());
+          const result = await client.query(text, [...params]);
+          return { rows: result.rows, rowCount: result.rowCount ?? 0 };
+        },
+        ...(inTransaction ? { inTransaction } : {}),
+      },
+    };
+  }
+
+  it('sends one statement for a one-statement join when the handle tells its state, a savepoint first otherwise', async () => {
+    const { pool, backend } = await withAppTable();
+    const client = await pool.connect();
+    try {
+      const at = new Date(Date.now() + HOUR);
+      await client.query('BEGIN');
+      const told = recording(client, () => client.getTransactionStatus() === 'T');
+      await backend.store.join(told.executor, (tx) => tx.schedule('sent/one', at, msg('1')));
+      expect(told.sent).toEqual(['INSERT']);
+      // Several statements: a savepoint first, so a throwing function undoes them all.
+      const several = recording(client, () => true);
+      await expect(
+        backend.store.join(several.executor, async (tx) => {
+          await tx.schedule('sent/two', at, msg('2'));
+          expect(await tx.cancelSchedule('sent/one')).toBe(true);
+          throw new Error('undo both');
+        }),
+      ).rejects.toThrow('undo both');
+      expect(several.sent[0]).toBe('SAVEPOINT');
+      expect(several.sent.slice(-2)).toEqual(['ROLLBACK', 'RELEASE']);
+      // A handle that cannot tell is probed with a savepoint.
+      const probed = recording(client);
+      await backend.store.join(probed.executor, (tx) => tx.schedule('sent/three', at, msg('3')));
+      expect(probed.sent).toEqual(['SAVEPOINT', 'INSERT']);
+      await client.query('COMMIT');
+      const keys = (await backend.store.pageSchedules({ prefix: 'sent/' })).items.map((s) => s.key);
+      expect(keys).toEqual(['sent/one', 'sent/three']);
+
+      // A handle that says it is outside a transaction is refused before anything is sent.
+      const outside = recording(client, () => false);
+      const error = await backend.store
+        .join(outside.executor, (tx) => tx.schedule('sent/never', at, msg('n')))
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(InvalidArgumentError);
+      expect((error as InvalidArgumentError).field).toBe('handle');
+      expect(outside.sent).toEqual([]);
+      expect(await backend.store.loadSchedule('sent/never')).toBeUndefined();
+    } finally {
+      client.release();
+      await backend.close();
+      await pool.end();
+    }
+  });
+
+  it('fails the application’s transaction when its one statement fails: nothing of either commits', async () => {
+    const { schema, pool, backend, orders } = await withAppTable();
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(`INSERT INTO "${schema}".orders VALUES ('ORD-F', 'placed')`);
+      // A statement that cannot succeed: duetime's table is gone for this transaction.
+      await client.query(`ALTER TABLE "${schema}".schedules RENAME TO schedules_gone`);
+      const failing = recording(client, () => client.getTransactionStatus() === 'T');
+      await expect(
+        backend.store.join(failing.executor, (tx) =>
+          tx.schedule('fail/one', new Date(Date.now() + HOUR), msg('f')),
+        ),
+      ).rejects.toThrow();
+      expect(failing.sent).toEqual(['INSERT']);
+      expect(client.getTransactionStatus()).toBe('E');
+      const commit = await client.query('COMMIT');
+      expect(commit.command).toBe('ROLLBACK');
+      expect(await orders()).toEqual([]);
+      expect(await backend.store.loadSchedule('fail/one')).toBeUndefined();
+    } finally {
+      client.release();
+      await backend.close();
+      await pool.end();
+    }
+  });
+});
+
 describe('closing', () => {
   it('closes every connection it opened, is idempotent, and refuses calls afterwards', async () => {
     const applicationName = `dt-close-${randomBytes(3).toString('hex')}`;

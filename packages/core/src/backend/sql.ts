@@ -57,4 +57,12 @@ export interface SqlResult {
  */
 export interface SqlExecutor {
   query(text: string, params: readonly unknown[]): Promise<SqlResult>;
+  /**
+   * Optional: whether the handle is inside an open transaction right now, known without a round trip
+   * (a driver's transaction status, a library's own flag); `undefined` when it cannot tell. When it
+   * answers, `store.join` trusts it instead of probing with a savepoint (`false` is refused with an
+   * `InvalidArgumentError` naming `handle`), and a join whose writes are one statement sends that
+   * statement alone: one round trip per schedule.
+   */
+  inTransaction?(): boolean | undefined;
 }
