@@ -1,0 +1,96 @@
+import { freshNamespace, waitFor } from '@duetime/conformance';
+import { jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectNats } from '../src/index.js';
+import { NatsIo } from '../src/io.js';
+import { NATS_CLUSTER_URLS } from './adapter-cluster.js';
+import { distribution, FireLog, oneShot, scheduleStream } from './schedules.js';
+
+// JetStream message schedules on a stream with three replicas (the shared NATS 2.15 cluster) while its
+// leader changes (`$JS.API.STREAM.LEADER.STEPDOWN.<stream>`). See docs/nats-message-schedules.md.
+
+describe('JetStream message schedules on a replicated stream whose leader changes', () => {
+  let nc: NatsConnection;
+  let io: NatsIo;
+  let fires: FireLog;
+  const stream = `C${freshNamespace()}`;
+
+  beforeAll(async () => {
+    nc = await connectNats(NATS_CLUSTER_URLS);
+    io = await NatsIo.open(nc, 10_000);
+    await scheduleStream(await jetstreamManager(nc), stream, { replicas: 3 });
+    fires = await FireLog.start(nc, stream, `${stream}.fire.>`);
+  });
+  afterAll(async () => {
+    await fires?.stop();
+    await (await jetstreamManager(nc)).streams.delete(stream).catch(() => {});
+    await nc.close();
+  });
+
+  const leader = async () => (await io.jsm.streams.info(stream)).cluster?.leader;
+
+  /** Asks the stream's leader to step down and waits until another server leads it. */
+  const stepDown = async () => {
+    const before = await leader();
+    // Refused while no other replica is current: asked again until accepted.
+    await waitFor(
+      'the stream leader to accept a stepdown',
+      async () => {
+        const reply = await nc.request(`$JS.API.STREAM.LEADER.STEPDOWN.${stream}`, '', { timeout: 10_000 });
+        return reply.json<{ success?: boolean }>().success === true;
+      },
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+    return waitFor(
+      'a new stream leader',
+      async () => {
+        const now = await leader();
+        return now !== undefined && now !== before ? { before, after: now } : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 50 },
+    );
+  };
+
+  it('(f) fires every pending schedule once across two leader changes, one of them while schedules fire', async () => {
+    const start = Date.now() + 1500;
+    const due = new Map<string, number>();
+    const messages = Array.from({ length: 150 }, (_, i) => {
+      const subject = `${stream}.sched.${i}`;
+      const at = start + Math.floor((i * 4000) / 150);
+      due.set(subject, at);
+      return { subject, data: String(i), headers: oneShot(at, `${stream}.fire.${i}`) };
+    });
+    expect((await io.atomicPublish(messages)).kind).toBe('stored');
+
+    // Before any is due, then while they fire.
+    const first = await stepDown();
+    await waitFor('the first fires', () => fires.fired.length >= 20, { timeoutMs: 30_000 });
+    const firedBefore = fires.fired.length;
+    const second = await stepDown();
+    await fires.waitForAll([...due.keys()], 60_000);
+    // Let a duplicate, if the new leader fired again what the old one had fired, arrive.
+    await waitFor(
+      'a fence schedule',
+      async () => {
+        const fence = `${stream}.sched.fence`;
+        if (fires.of(fence).length > 0) return true;
+        if (!(await io.last(stream, fence)))
+          await io.publish(fence, 'fence', { headers: oneShot(Date.now() + 500, `${stream}.fire.fence`) });
+        return false;
+      },
+      { timeoutMs: 30_000, intervalMs: 100 },
+    );
+
+    const late: number[] = [];
+    for (const [subject, at] of due) {
+      expect(fires.of(subject), subject).toHaveLength(1);
+      expect(fires.of(subject)[0]!.storedMs, subject).toBeGreaterThanOrEqual(at);
+      late.push(fires.of(subject)[0]!.storedMs - at);
+    }
+    console.log(
+      `R3 stream, leader ${first.before} -> ${first.after} before the first due instant, ${second.before} -> ${second.after} after ` +
+        `${firedBefore} fires: 150 schedules fired ${distribution(late).text} after their instant, none twice`,
+    );
+  }, 120_000);
+});

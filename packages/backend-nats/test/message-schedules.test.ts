@@ -1,0 +1,229 @@
+import { freshNamespace } from '@duetime/conformance';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectNats } from '../src/index.js';
+import { NatsIo } from '../src/io.js';
+import { NATS_STORE_URL } from './adapter.js';
+import { distribution, FireLog, oneShot, scheduleStream, toHeaders } from './schedules.js';
+
+// JetStream message schedules (ADR-51) as the store would use them to keep due times, checked against the
+// real NATS 2.15 server: each test is one finding of docs/nats-message-schedules.md. Where the server does
+// not do what the design hoped, the test asserts what it does and says so. No timing is asserted beyond
+// "fired, and not before its instant": the delays are printed (the design note quotes them).
+//
+// The server restart is in message-schedules-restart.test.ts, the leader change in
+// message-schedules-cluster.test.ts.
+
+describe('JetStream message schedules on NATS >= 2.12', () => {
+  let nc: NatsConnection;
+  let io: NatsIo;
+  let fires: FireLog;
+  const stream = `S${freshNamespace()}`;
+  const sched = (name: string) => `${stream}.sched.${name}`;
+  const target = (name: string) => `${stream}.fire.${name}`;
+
+  beforeAll(async () => {
+    nc = await connectNats(NATS_STORE_URL);
+    io = await NatsIo.open(nc, 5000);
+    await scheduleStream(await jetstreamManager(nc), stream);
+    fires = await FireLog.start(nc, stream, `${stream}.fire.>`);
+  });
+  afterAll(async () => {
+    await fires?.stop();
+    await (await jetstreamManager(nc)).streams.delete(stream).catch(() => {});
+    await nc.close();
+  });
+
+  /** Publishes a schedule due `inMs` from now that fires into `target(name)`, outside any batch. */
+  const publishSchedule = async (
+    name: string,
+    dueMs: number,
+    data: string,
+    extra: Record<string, string> = {},
+  ) => jetstream(nc).publish(sched(name), data, { headers: toHeaders(oneShot(dueMs, target(name), extra)) });
+
+  /** A schedule due `inMs` from now whose fire proves the server's scheduler got past that instant. */
+  const fence = async (name: string, dueMs: number) => {
+    await publishSchedule(name, dueMs, 'fence');
+    return fires.waitFor(sched(name));
+  };
+
+  it('(a) accepts a schedule inside an atomic batch; a refused batch leaves no schedule behind', async () => {
+    const due = Date.now() + 800;
+    const stored = await io.atomicPublish([
+      { subject: `${stream}.rec.a`, data: 'record' },
+      {
+        subject: sched('a'),
+        data: 'payload-a',
+        headers: oneShot(due, target('a'), { 'Duetime-Version': '7' }),
+      },
+    ]);
+    expect(stored).toMatchObject({ kind: 'stored', count: 2 });
+    // The same, but a later message's expectation fails: the whole batch, schedule included, is refused.
+    const refused = await io.atomicPublish([
+      { subject: sched('a-refused'), data: 'never', headers: oneShot(due, target('a-refused')) },
+      {
+        subject: `${stream}.rec.a`,
+        data: 'stale',
+        headers: { 'Nats-Expected-Last-Subject-Sequence': '999999' },
+      },
+    ]);
+    expect(refused.kind).toBe('conflict');
+    expect(await io.last(stream, sched('a-refused'))).toBeUndefined();
+
+    const fired = await fires.waitFor(sched('a'));
+    expect(fired.subject).toBe(target('a'));
+    expect(fired.data).toBe('payload-a');
+    expect(fired.storedMs).toBeGreaterThanOrEqual(due);
+    // The server copies the schedule's headers onto what it fires, the batch's own among them: a fired
+    // message carries the Nats-Batch-Id/-Sequence/-Commit of the batch that wrote its schedule (harmless:
+    // the fire is a plain publish, not part of a batch, but a consumer must not read those headers as its
+    // own batch).
+    expect(fired.headers['Duetime-Version']).toBe('7');
+    expect(fired.headers['Nats-Batch-Commit']).toBe('1');
+    expect(fired.headers['Nats-Batch-Sequence']).toBe('2');
+    expect(fired.headers['Nats-Schedule-Next']).toBe('purge');
+    // A one-shot schedule's message is removed once it fired; the batch's other message stays.
+    expect(await io.last(stream, sched('a'))).toBeUndefined();
+    expect(await io.last(stream, `${stream}.rec.a`)).toBeDefined();
+    await fence('a-fence', Date.now() + 200);
+    expect(fires.of(sched('a-refused'))).toEqual([]);
+    expect(fires.of(sched('a'))).toHaveLength(1);
+  });
+
+  it('(b) replaces a pending schedule by a write to its subject under expected-last-subject-sequence: the old timer never fires', async () => {
+    const now = Date.now();
+    const first = await publishSchedule('b', now + 600, 'v1', { 'Duetime-Version': '1' });
+    // A replacement that expects a stale sequence is refused (compare-and-set on the schedule's subject).
+    const stale = await io.publish(sched('b'), 'v-stale', {
+      expectSubjectSeq: first.seq - 1,
+      headers: oneShot(now + 600, target('b')),
+    });
+    expect(stale).toBe('conflict');
+    // The right expectation replaces it, later; inside an atomic batch, as a commit would.
+    const replaced = await io.atomicPublish([
+      {
+        subject: sched('b'),
+        data: 'v2',
+        headers: {
+          ...oneShot(now + 1600, target('b'), { 'Duetime-Version': '2' }),
+          'Nats-Expected-Last-Subject-Sequence': String(first.seq),
+        },
+      },
+    ]);
+    expect(replaced.kind).toBe('stored');
+    // No rollup was asked for, yet the subject holds one message: the server removed the replaced schedule
+    // message when the new one was stored (a schedule's subject keeps only its latest schedule).
+    expect((await io.subjects(stream, sched('b'))).get(sched('b'))).toBe(1);
+    expect(new TextDecoder().decode((await io.last(stream, sched('b')))?.data)).toBe('v2');
+    // Moving it earlier works the same way.
+    const earlier = await publishSchedule('b-earlier', now + 1800, 'late', { 'Duetime-Version': '1' });
+    await io.publish(sched('b-earlier'), 'early', {
+      expectSubjectSeq: earlier.seq,
+      headers: oneShot(now + 700, target('b-earlier'), { 'Duetime-Version': '2' }),
+    });
+
+    const fired = await fires.waitFor(sched('b'));
+    const moved = await fires.waitFor(sched('b-earlier'));
+    await fence('b-fence', Date.now() + 500);
+    expect(fires.of(sched('b')).map((f) => f.data)).toEqual(['v2']);
+    expect(fired.headers['Duetime-Version']).toBe('2');
+    expect(fired.storedMs).toBeGreaterThanOrEqual(now + 1600);
+    expect(fires.of(sched('b-earlier')).map((f) => f.data)).toEqual(['early']);
+    expect(moved.storedMs).toBeGreaterThanOrEqual(now + 700);
+    // The fire removes every message of the schedule's subject, the replaced one included.
+    expect(await io.last(stream, sched('b'))).toBeUndefined();
+    // The expectation header is not copied onto the fire.
+    expect(fired.headers['Nats-Expected-Last-Subject-Sequence']).toBeUndefined();
+  });
+
+  it('(c) cancels a pending schedule by deleting its message, or purging its subject: nothing fires', async () => {
+    const jsm = await jetstreamManager(nc);
+    const due = Date.now() + 500;
+    const deleted = await publishSchedule('c-deleted', due, 'x');
+    await publishSchedule('c-purged', due, 'x');
+    // A tombstone: a rollup of the subject by a message without schedule headers.
+    await publishSchedule('c-rolled', due, 'x');
+    await io.publish(sched('c-rolled'), '', { headers: { 'Nats-Rollup': 'sub' } });
+    expect(await jsm.streams.deleteMessage(stream, deleted.seq, false)).toBe(true);
+    expect(await io.purge(stream, { filter: sched('c-purged') })).toBe(1);
+
+    await fence('c-fence', due + 500);
+    expect(fires.of(sched('c-deleted'))).toEqual([]);
+    expect(fires.of(sched('c-purged'))).toEqual([]);
+    expect(fires.of(sched('c-rolled'))).toEqual([]);
+    // The rollup's message stays (it is no schedule): a cancel by rollup leaves a message to reclaim.
+    expect((await io.last(stream, sched('c-rolled')))?.data.length).toBe(0);
+  });
+
+  it('(d) fires 200 schedules into a subject a durable pull consumer reads: each once, none early', async () => {
+    const count = 200;
+    const start = Date.now() + 1000;
+    const due = new Map<string, number>();
+    // Spread over 4 s, written 50 to an atomic batch (as commits would write them).
+    for (let b = 0; b < count; b += 50) {
+      const batch = Array.from({ length: 50 }, (_, j) => {
+        const i = b + j;
+        const at = start + Math.floor((i * 4000) / count) + (i % 7);
+        due.set(sched(`d.${i}`), at);
+        return {
+          subject: sched(`d.${i}`),
+          data: String(i),
+          headers: oneShot(at, target(`d.${i}`), {
+            'Duetime-Key': `d/${i}`,
+            'Duetime-Version': String(i + 1),
+          }),
+        };
+      });
+      expect((await io.atomicPublish(batch)).kind).toBe('stored');
+    }
+    await fires.waitForAll([...due.keys()]);
+    const stored: number[] = [];
+    const received: number[] = [];
+    for (const [subject, at] of due) {
+      const got = fires.of(subject);
+      expect(got, subject).toHaveLength(1);
+      const f = got[0]!;
+      const i = subject.slice(subject.lastIndexOf('.') + 1);
+      // What identifies the schedule on the fire: the server's Nats-Scheduler (its subject), and every
+      // header the schedule carried (here its key and version).
+      expect(f.subject).toBe(target(`d.${i}`));
+      expect(f.headers['Duetime-Key']).toBe(`d/${i}`);
+      expect(f.headers['Duetime-Version']).toBe(String(Number(i) + 1));
+      // Never before its instant (the server's clock is this machine's).
+      expect(f.storedMs, subject).toBeGreaterThanOrEqual(at);
+      stored.push(f.storedMs - at);
+      received.push(f.receivedMs - at);
+    }
+    console.log(
+      `fire delay of ${count} schedules over 4 s — stored − due: ${distribution(stored).text}; received by the consumer − due: ${distribution(received).text}`,
+    );
+  });
+
+  it('(d) fires a burst of 200 schedules due at one instant: each once, none early', async () => {
+    const at = Date.now() + 1000;
+    const subjects = Array.from({ length: 200 }, (_, i) => sched(`burst.${i}`));
+    for (let b = 0; b < subjects.length; b += 100)
+      await io.atomicPublish(
+        subjects.slice(b, b + 100).map((subject, j) => ({
+          subject,
+          data: String(b + j),
+          headers: oneShot(at, target(`burst.${b + j}`)),
+        })),
+      );
+    await fires.waitForAll(subjects);
+    const stored: number[] = [];
+    const received: number[] = [];
+    for (const subject of subjects) {
+      const got = fires.of(subject);
+      expect(got, subject).toHaveLength(1);
+      expect(got[0]!.storedMs, subject).toBeGreaterThanOrEqual(at);
+      stored.push(got[0]!.storedMs - at);
+      received.push(got[0]!.receivedMs - at);
+    }
+    console.log(
+      `fire delay of a burst of ${subjects.length} schedules at one instant — stored − due: ${distribution(stored).text}; received − due: ${distribution(received).text}`,
+    );
+  });
+});
