@@ -104,6 +104,7 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
     const taken: Found[] = [];
     const registry = {
       has: (key: string) => this.#held.has(key) || this.#theirs.has(key),
+      entry: (key: string) => this.#held.get(key) ?? this.#theirs.get(key)?.found,
       set: (key: string, f: Found) => {
         this.#held.set(key, f);
         taken.push(f);

@@ -46,9 +46,14 @@ export interface Found extends Claim {
   interrupted?: boolean;
 }
 
-/** Keys claimed by open deliveries of this process. */
+/** Keys claimed by open deliveries of this process (or, seen claimed, by other processes). */
 interface Held {
   has(key: string): boolean;
+  /**
+   * The entry through which `key` was claimed. Only that entry counts as claimed: another entry of the
+   * key (the schedule put again while an earlier version is being delivered) is work still to do.
+   */
+  entry?(key: string): Pick<Found, 'bucket' | 'entrySeq'> | undefined;
 }
 
 /** Where a claiming scan registers what it takes, at once (so a purge elsewhere never passes it). */
@@ -308,8 +313,17 @@ export class DueIndex {
         let claimedOrStale = true;
         let stale = true;
         for (const [key, due] of pairs) {
-          if (s.held.has(key) || s.taken.has(key)) {
+          if (s.taken.has(key)) {
+            // Taken by this read from an earlier entry: the same record, or this pair is stale.
             stale = false;
+            continue;
+          }
+          if (s.held.has(key)) {
+            stale = false;
+            // The scan position (and with it the purge of a stale head) passes only the very entry
+            // held: an entry of a version put since then is live, and the held one may well be refused.
+            const entry = s.held.entry?.(key);
+            if (entry?.bucket !== subject || entry.entrySeq !== m.seq) claimedOrStale = false;
             continue;
           }
           if (due > s.now) {

@@ -1,0 +1,105 @@
+import { freshNamespace } from '@duetime/conformance';
+import { type Backend, type Message, type Schedule, silentLogger } from '@duetime/core';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { connectNats } from '../src/index.js';
+import { NatsIo } from '../src/io.js';
+import { bucketOf, layout } from '../src/layout.js';
+import { ServerClock } from '../src/server-clock.js';
+import { readMeta } from '../src/setup.js';
+import { NatsStoreAdapter } from '../src/store/adapter.js';
+import { deleteOpened, NATS_STORE_URL, openOn } from './adapter.js';
+
+/**
+ * The due index must never leave a due schedule behind: whatever deliveries do meanwhile, a pending
+ * schedule whose due time has passed is found by the process that wrote it and by any other.
+ */
+
+const msg = (id: string): Message => ({ type: 'test', aggregateId: id });
+
+const connections: NatsConnection[] = [];
+
+/** A store adapter of the backend under `namespace`, on a connection of its own (a process of its own). */
+async function adapterOf(namespace: string): Promise<{ adapter: NatsStoreAdapter; io: NatsIo }> {
+  const nc = await connectNats(NATS_STORE_URL);
+  connections.push(nc);
+  const io = await NatsIo.open(nc, 5000, 30_000);
+  const l = layout(namespace);
+  const meta = await readMeta(io, l);
+  const clock = new ServerClock(io, l);
+  const adapter = new NatsStoreAdapter({
+    claims: { mode: 'off', ttlMs: 5000 },
+    io,
+    layout: l,
+    versionBase: meta.versionBase,
+    logger: silentLogger,
+    origin: `test-${namespace}-${connections.length}`,
+    serverNow: () => clock.now(),
+  });
+  return { adapter, io };
+}
+
+/** Claims what is due now (at most `limit`) and gives it back: the keys found. */
+async function peek(adapter: NatsStoreAdapter, limit = 100): Promise<Schedule[]> {
+  const unit = await adapter.begin({ now: new Date(), limit });
+  await adapter.rollback(unit);
+  return [...(unit.claimed ?? [])];
+}
+
+describe('nats due index recovery', () => {
+  const backends: Backend[] = [];
+  async function open(): Promise<Backend & { namespace: string }> {
+    const namespace = freshNamespace();
+    const backend = await openOn(NATS_STORE_URL, namespace);
+    backends.push(backend);
+    return Object.assign(backend, { namespace });
+  }
+  afterEach(async () => {
+    await Promise.all(backends.splice(0).map((b) => b.close()));
+    await Promise.all(connections.splice(0).map((nc) => nc.close()));
+  });
+  afterAll(deleteOpened, 60_000);
+
+  it('keeps the entry of a schedule put again into another second while its earlier version is being delivered', async () => {
+    const { store, namespace } = await open();
+    const { adapter } = await adapterOf(namespace);
+    // Two seconds in the past, far enough apart to be two due-index subjects.
+    const first = Math.floor((Date.now() - 60_000) / 1000) * 1000 + 100;
+    const second = first + 5000;
+    await store.transact((tx) => tx.schedule('k', new Date(first), msg('k1')));
+    await store.transact((tx) => tx.schedule('j', new Date(second), msg('j')));
+
+    // A delivery claims k's first version (the earliest due) and is still running...
+    const slow = await adapter.begin({ now: new Date(), limit: 1 });
+    expect(slow.claimed?.map((s) => s.key)).toEqual(['k']);
+    // ...when k is put again, due in the second of j (its entry after j's there).
+    await store.transact((tx) => tx.schedule('k', new Date(second + 200), msg('k2')));
+    expect(bucketOf(second + 200)).toEqual(bucketOf(second));
+
+    // Another delivery reads that second: it takes j, and must not take k's new entry for one of its own.
+    const other = await adapter.begin({ now: new Date(), limit: 10 });
+    expect(other.claimed?.map((s) => s.key)).toEqual(['j']);
+    const rejected = await adapter.commit(other, {
+      writes: [],
+      settlements: (other.claimed ?? []).map((s) => ({ schedule: s, writes: [], outcome: 'consume' })),
+    });
+    expect(rejected.size).toBe(0);
+    // The slow delivery ends: k's first version was replaced, so its consumption is refused.
+    const refused = await adapter.commit(slow, {
+      writes: [],
+      settlements: (slow.claimed ?? []).map((s) => ({ schedule: s, writes: [], outcome: 'consume' })),
+    });
+    expect([...refused.keys()]).toEqual(['k']);
+
+    // k's second version is pending and due: this process finds it...
+    expect((await store.loadSchedule('k'))?.dueAt).toEqual(new Date(second + 200));
+    const here = await peek(adapter);
+    expect(here.map((s) => [s.key, s.dueAt.getTime()])).toEqual([['k', second + 200]]);
+    // ...and so does another, once every purge this one started is over.
+    await adapter.close();
+    const { adapter: fresh } = await adapterOf(namespace);
+    const there = await peek(fresh);
+    expect(there.map((s) => [s.key, s.dueAt.getTime()])).toEqual([['k', second + 200]]);
+    expect(await store.nextDueAt()).toEqual(new Date(second + 200));
+  }, 60_000);
+});
