@@ -13,4 +13,5 @@ export {
   type NatsTarget,
   STORE_MIN_SERVER,
 } from './nats-backend.js';
+export { TransactionTooLargeError } from './store/limits.js';
 export { StreamMismatchError } from './streams.js';

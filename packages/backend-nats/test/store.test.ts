@@ -2,7 +2,6 @@ import { freshNamespace, waitFor } from '@duetime/conformance';
 import {
   aggregate,
   type Backend,
-  BackendError,
   type Message,
   type Schedule,
   type Settlement,
@@ -178,22 +177,6 @@ describe('nats store adapter', () => {
       const kinds = await subjectsByKind(backend.namespace);
       return !kinds.has('q') && !kinds.has('h');
     });
-  });
-
-  it('refuses a transaction of more messages than one atomic batch takes, committing nothing', async () => {
-    const { store } = await open();
-    const at = new Date(Date.now() + HOUR);
-    const error = await store
-      .transact(async (tx) => {
-        for (let i = 0; i < 1200; i++) await tx.schedule(`huge/${i}`, at, msg('h'));
-      })
-      .then(
-        () => undefined,
-        (e: unknown) => e,
-      );
-    expect(error).toBeInstanceOf(BackendError);
-    expect((error as Error).message).toMatch(/more than the 1000 of one NATS atomic batch/);
-    expect(await store.listSchedules()).toEqual([]);
   });
 
   it('keeps an aggregate’s events gapless when instances append concurrently (conflicts re-run)', async () => {

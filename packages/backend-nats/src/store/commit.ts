@@ -4,6 +4,7 @@ import { BackendError, ConflictError } from '@duetime/core';
 import type { BatchMessage, NatsIo, StoredMessage } from '../io.js';
 import { MAX_ATOMIC_BATCH } from '../io.js';
 import { bucketOf, type Layout } from '../layout.js';
+import { TransactionTooLargeError } from './limits.js';
 import { type Expectation, type Group, type GroupPlan, PAIRS, planGroups, ROLLUP } from './plan.js';
 import type { DuePair } from './records.js';
 
@@ -45,7 +46,7 @@ export interface CommitOutcome {
 
 /** Commits independent groups; see the module comment. */
 export async function commitGroups(c: CommitContext, groups: readonly Group[]): Promise<CommitOutcome> {
-  const plans = await planGroups(c, groups);
+  const plans = await planGroups(c, groups, (plan) => tooLarge(c, plan));
   const results: (Error | undefined)[] = plans.map((p) => p.conflict);
   // Groups are published in order, in chunks that fit one atomic batch.
   let start = 0;
@@ -125,6 +126,24 @@ export class Committer {
   }
 }
 
+/**
+ * Refuses a group whose messages alone exceed one atomic batch (see {@link TransactionTooLargeError}):
+ * found while planning, before anything of the commit is published, and left out like a conflicting one.
+ */
+function tooLarge(c: CommitContext, plan: GroupPlan): TransactionTooLargeError | undefined {
+  // A message brings at most two due-index messages with it (its second and its hour).
+  if (plan.messages.length * 3 <= MAX_ATOMIC_BATCH) return undefined;
+  const messages = batchOf(c, [plan], [0]);
+  if (messages.length <= MAX_ATOMIC_BATCH) return undefined;
+  return new TransactionTooLargeError(recordCount(c, messages), messages.length);
+}
+
+/** How many of `messages` write or cancel a schedule (its record, or the record's tombstone). */
+function recordCount(c: CommitContext, messages: readonly BatchMessage[]): number {
+  const records = `${c.layout.prefix}.s.`;
+  return messages.filter((m) => m.subject.startsWith(records)).length;
+}
+
 /** The due-index messages the groups `indices` add (one per second and one per hour touched). */
 function extraMessages(plans: readonly GroupPlan[], indices: readonly number[]): number {
   return dueMessages(plans, indices, undefined).length;
@@ -143,12 +162,9 @@ async function publishChunk(
     const messages = batchOf(c, plans, live);
     if (messages.length === 0) return;
     if (messages.length > MAX_ATOMIC_BATCH) {
-      // Only a group alone in its chunk gets here (chunks are cut between groups).
+      // Not reached: planning refuses a group too large for one batch, and chunks are cut between groups.
       for (const i of live)
-        results[i] = new BackendError(
-          'commit',
-          `a transaction writes ${messages.length} messages, more than the ${MAX_ATOMIC_BATCH} of one NATS atomic batch; split it into smaller transactions`,
-        );
+        results[i] = new TransactionTooLargeError(recordCount(c, messages), messages.length);
       return;
     }
     const outcome = await publishOnce(c, messages);

@@ -65,8 +65,8 @@ export interface GroupPlan {
   expectations: Expectation[];
   /** Earliest due time of the records this group writes (for wake-ups). */
   earliest: number | undefined;
-  /** Why the group cannot apply, found while planning. */
-  conflict?: ConflictError;
+  /** Why the group cannot apply, found while planning: a conflict, or a refusal (a batch too large). */
+  conflict?: Error;
 }
 
 /** A claimed schedule's record, as the delivery read it. */
@@ -88,8 +88,16 @@ export const PAIRS = new WeakMap<BatchMessage, DuePair>();
 export const ROLLUP = { 'Nats-Rollup': 'sub' } as const;
 const TOMBSTONE = { 'Nats-Rollup': 'sub', 'Nats-TTL': TOMBSTONE_TTL, [DELETED]: '1' } as const;
 
-/** Plans every group: reads what the operations need (prefix deletions, unclaimed consumptions). */
-export async function planGroups(c: CommitContext, groups: readonly Group[]): Promise<GroupPlan[]> {
+/**
+ * Plans every group: reads what the operations need (prefix deletions, unclaimed consumptions). `refuse`
+ * may turn a group's plan down (why, or undefined to keep it); a refused group is left out like a
+ * conflicting one, and later groups do not see its writes.
+ */
+export async function planGroups(
+  c: CommitContext,
+  groups: readonly Group[],
+  refuse: (plan: GroupPlan) => Error | undefined = () => undefined,
+): Promise<GroupPlan[]> {
   const { layout } = c;
   // Keys whose records earlier groups of this batch write, and subjects written so far.
   const written = new Map<string, number>();
@@ -245,6 +253,7 @@ export async function planGroups(c: CommitContext, groups: readonly Group[]): Pr
         plan.expectations = plan.expectations.filter((e) => e !== clash);
       }
     }
+    if (!plan.conflict) plan.conflict = refuse(plan);
     if (plan.conflict) {
       plan.messages = [];
       plan.expectations = [];

@@ -1,0 +1,35 @@
+import { InvalidArgumentError } from '@duetime/core';
+import { MAX_ATOMIC_BATCH } from '../io.js';
+
+/**
+ * A transaction (or one settlement of a delivery) that would need more messages than one atomic batch
+ * takes. The store commits each as one atomic batch (all of it or nothing, in one round trip), and NATS
+ * caps a batch at 1,000 messages by default (`jetstream { limits { batch { max_msgs } } }`). Refused
+ * before anything is written: nothing of it is stored. Split the work into smaller transactions.
+ *
+ * What a commit writes: one message per schedule it writes or cancels, per event and per dead letter, plus
+ * one due-index message per second and one per hour among the due times of the schedules it writes. So
+ * 998 schedules due in one second fit one transaction, and about 499 that are each due in a second of
+ * their own.
+ *
+ * It is an {@link InvalidArgumentError} (code `DUETIME_INVALID_ARGUMENT`, field `transaction`).
+ */
+export class TransactionTooLargeError extends InvalidArgumentError {
+  /** Schedules the transaction writes or cancels (records and their tombstones). */
+  readonly schedules: number;
+  /** Messages its atomic batch would hold, due-index messages included. */
+  readonly messages: number;
+  /** The most messages one atomic batch holds. */
+  readonly limit: number;
+
+  constructor(schedules: number, messages: number, limit = MAX_ATOMIC_BATCH) {
+    super(
+      'transaction',
+      `${schedules} schedules in ${messages} messages`,
+      `a NATS store commits a transaction as one atomic batch, at most ${limit} messages (one per schedule written or cancelled, event and dead letter, plus one per second and per hour of the due times written); nothing was written: split it into smaller transactions`,
+    );
+    this.schedules = schedules;
+    this.messages = messages;
+    this.limit = limit;
+  }
+}
