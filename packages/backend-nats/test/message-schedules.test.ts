@@ -1,5 +1,5 @@
-import { freshNamespace } from '@duetime/conformance';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { freshNamespace, waitFor } from '@duetime/conformance';
+import { AckPolicy, type JsMsg, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectNats } from '../src/index.js';
@@ -35,15 +35,16 @@ describe('JetStream message schedules on NATS >= 2.12', () => {
     await nc.close();
   });
 
-  /** Publishes a schedule due `inMs` from now that fires into `target(name)`, outside any batch. */
+  /** Publishes a schedule due at `dueMs` that fires into `target(name)` (or `into`), outside any batch. */
   const publishSchedule = async (
     name: string,
     dueMs: number,
     data: string,
     extra: Record<string, string> = {},
-  ) => jetstream(nc).publish(sched(name), data, { headers: toHeaders(oneShot(dueMs, target(name), extra)) });
+    into = target(name),
+  ) => jetstream(nc).publish(sched(name), data, { headers: toHeaders(oneShot(dueMs, into, extra)) });
 
-  /** A schedule due `inMs` from now whose fire proves the server's scheduler got past that instant. */
+  /** A schedule due at `dueMs` whose fire proves that the server's scheduler got past that instant. */
   const fence = async (name: string, dueMs: number) => {
     await publishSchedule(name, dueMs, 'fence');
     return fires.waitFor(sched(name));
@@ -87,6 +88,14 @@ describe('JetStream message schedules on NATS >= 2.12', () => {
     // A one-shot schedule's message is removed once it fired; the batch's other message stays.
     expect(await io.last(stream, sched('a'))).toBeUndefined();
     expect(await io.last(stream, `${stream}.rec.a`)).toBeDefined();
+    // A schedule already due when written fires (on the scheduler's next pass), never before it was stored.
+    const written = Date.now();
+    await publishSchedule('a-past', written - 60_000, 'past');
+    expect((await fires.waitFor(sched('a-past'))).storedMs).toBeGreaterThanOrEqual(written);
+    // The target must be a subject of the same stream.
+    await expect(publishSchedule('a-outside', Date.now() + 1000, 'x', {}, 'elsewhere.fire')).rejects.toThrow(
+      /message schedules target is invalid/,
+    );
     await fence('a-fence', Date.now() + 200);
     expect(fires.of(sched('a-refused'))).toEqual([]);
     expect(fires.of(sched('a'))).toHaveLength(1);
@@ -136,6 +145,13 @@ describe('JetStream message schedules on NATS >= 2.12', () => {
     expect(await io.last(stream, sched('b'))).toBeUndefined();
     // The expectation header is not copied onto the fire.
     expect(fired.headers['Nats-Expected-Last-Subject-Sequence']).toBeUndefined();
+    // A replacement that comes too late expects the sequence of a schedule that fired (and was removed):
+    // it is refused, so a writer learns that the old version fired meanwhile.
+    const late = await io.publish(sched('b'), 'v3', {
+      expectSubjectSeq: (replaced as { lastSeq: number }).lastSeq,
+      headers: oneShot(Date.now() + 60_000, target('b')),
+    });
+    expect(late).toBe('conflict');
   });
 
   it('(c) cancels a pending schedule by deleting its message, or purging its subject: nothing fires', async () => {
@@ -146,6 +162,9 @@ describe('JetStream message schedules on NATS >= 2.12', () => {
     // A tombstone: a rollup of the subject by a message without schedule headers.
     await publishSchedule('c-rolled', due, 'x');
     await io.publish(sched('c-rolled'), '', { headers: { 'Nats-Rollup': 'sub' } });
+    // Any later message without schedule headers cancels it too, even without a rollup.
+    await publishSchedule('c-plain', due, 'x');
+    await io.publish(sched('c-plain'), 'not a schedule');
     expect(await jsm.streams.deleteMessage(stream, deleted.seq, false)).toBe(true);
     expect(await io.purge(stream, { filter: sched('c-purged') })).toBe(1);
 
@@ -153,8 +172,11 @@ describe('JetStream message schedules on NATS >= 2.12', () => {
     expect(fires.of(sched('c-deleted'))).toEqual([]);
     expect(fires.of(sched('c-purged'))).toEqual([]);
     expect(fires.of(sched('c-rolled'))).toEqual([]);
+    expect(fires.of(sched('c-plain'))).toEqual([]);
     // The rollup's message stays (it is no schedule): a cancel by rollup leaves a message to reclaim.
     expect((await io.last(stream, sched('c-rolled')))?.data.length).toBe(0);
+    // Without a rollup, the cancelled schedule's message stays as well, beside the one that cancelled it.
+    expect((await io.subjects(stream, sched('c-plain'))).get(sched('c-plain'))).toBe(2);
   });
 
   it('(d) fires 200 schedules into a subject a durable pull consumer reads: each once, none early', async () => {
@@ -225,5 +247,53 @@ describe('JetStream message schedules on NATS >= 2.12', () => {
     console.log(
       `fire delay of a burst of ${subjects.length} schedules at one instant — stored − due: ${distribution(stored).text}; received − due: ${distribution(received).text}`,
     );
+  });
+
+  it('(g) holds a fire as a claim of a durable consumer: unacknowledged, it is delivered again after ack_wait; kept in progress, it is not', async () => {
+    const jsm = await jetstreamManager(nc);
+    await jsm.consumers.add(stream, {
+      durable_name: 'claims',
+      ack_policy: AckPolicy.Explicit,
+      ack_wait: 3_000_000_000,
+      filter_subject: `${stream}.fire.g.>`,
+    });
+    const consumer = await jetstream(nc).consumers.get(stream, 'claims');
+    const due = Date.now() + 300;
+    await publishSchedule('g.held', due, 'held', {}, target('g.held'));
+    await publishSchedule('g.dropped', due, 'dropped', {}, target('g.dropped'));
+    const first = new Map<string, JsMsg>();
+    await waitFor(
+      'both fires delivered',
+      async () => {
+        for await (const m of await consumer.fetch({ max_messages: 2, expires: 1000 }))
+          first.set(m.subject, m);
+        return first.size === 2;
+      },
+      { timeoutMs: 30_000 },
+    );
+    const held = first.get(target('g.held'));
+    expect(held?.info.deliveryCount).toBe(1);
+    // The holder keeps its claim alive (as a delivery renews); the other holder is gone (a crash).
+    const renewing = setInterval(() => held?.working(), 500);
+    try {
+      const again = await waitFor(
+        'the dropped fire delivered again',
+        async () => {
+          for await (const m of await consumer.fetch({ max_messages: 2, expires: 1000 })) return m;
+          return undefined;
+        },
+        { timeoutMs: 30_000 },
+      );
+      expect(again.subject).toBe(target('g.dropped'));
+      expect(again.info.deliveryCount).toBe(2);
+      expect(again.info.redelivered).toBe(true);
+      await again.ackAck();
+    } finally {
+      clearInterval(renewing);
+    }
+    expect(await held?.ackAck()).toBe(true);
+    const info = await jsm.consumers.info(stream, 'claims');
+    expect(info.num_ack_pending).toBe(0);
+    expect(info.num_redelivered).toBe(0);
   });
 });
