@@ -1,4 +1,4 @@
-import { freshNamespace } from '@duetime/conformance';
+import { freshNamespace, waitFor } from '@duetime/conformance';
 import { type Backend, type Message, type Schedule, silentLogger } from '@duetime/core';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -20,7 +20,10 @@ const msg = (id: string): Message => ({ type: 'test', aggregateId: id });
 const connections: NatsConnection[] = [];
 
 /** A store adapter of the backend under `namespace`, on a connection of its own (a process of its own). */
-async function adapterOf(namespace: string): Promise<{ adapter: NatsStoreAdapter; io: NatsIo }> {
+async function adapterOf(
+  namespace: string,
+  options: { repairEveryMs?: number; repairGraceMs?: number } = {},
+): Promise<{ adapter: NatsStoreAdapter; io: NatsIo }> {
   const nc = await connectNats(NATS_STORE_URL);
   connections.push(nc);
   const io = await NatsIo.open(nc, 5000, 30_000);
@@ -35,6 +38,7 @@ async function adapterOf(namespace: string): Promise<{ adapter: NatsStoreAdapter
     logger: silentLogger,
     origin: `test-${namespace}-${connections.length}`,
     serverNow: () => clock.now(),
+    ...options,
   });
   return { adapter, io };
 }
@@ -101,5 +105,33 @@ describe('nats due index recovery', () => {
     const there = await peek(fresh);
     expect(there.map((s) => [s.key, s.dueAt.getTime()])).toEqual([['k', second + 200]]);
     expect(await store.nextDueAt()).toEqual(new Date(second + 200));
+  }, 60_000);
+
+  it('finds a due schedule whose due-index entry and hour marker are gone (the reconciliation sweep)', async () => {
+    const { store, namespace } = await open();
+    const { io } = await adapterOf(namespace);
+    const l = layout(namespace);
+    const due = Date.now() - 30_000;
+    await store.transact((tx) => tx.schedule('lost/1', new Date(due), msg('l')));
+    await store.transact((tx) => tx.schedule('kept/1', new Date(due + 10), msg('k')));
+    // The index loses both (as if purged by mistake): the records alone say they are due.
+    await io.purge(l.storeStream, { filter: `${namespace}.q.>` });
+    await io.purge(l.storeStream, { filter: `${namespace}.h.>` });
+    const { adapter: unrepaired } = await adapterOf(namespace);
+    expect(await peek(unrepaired)).toEqual([]);
+    const { adapter } = await adapterOf(namespace, { repairEveryMs: 200, repairGraceMs: 1000 });
+    let found: string[] = [];
+    await waitFor(
+      'the sweep to find both due schedules again',
+      async () => {
+        found = (await peek(adapter)).map((s) => s.key).sort();
+        return found.length === 2;
+      },
+      { timeoutMs: 30_000, intervalMs: 100 },
+    );
+    expect(found).toEqual(['kept/1', 'lost/1']);
+    // Repaired in the index itself: another process finds them at once.
+    const { adapter: fresh } = await adapterOf(namespace);
+    expect((await peek(fresh)).map((s) => s.key).sort()).toEqual(['kept/1', 'lost/1']);
   }, 60_000);
 });

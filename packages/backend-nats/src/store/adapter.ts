@@ -21,7 +21,7 @@ import type { NatsIo } from '../io.js';
 import type { Layout } from '../layout.js';
 import { Claimer, type ClaimSettings } from './claims.js';
 import { type CommitOutcome, Committer } from './commit.js';
-import { DueIndex, type Found } from './due.js';
+import { DueIndex, type Found, REPAIR_DEFAULTS, type RepairSettings } from './due.js';
 import type { Claim, StoreOp } from './plan.js';
 import { compareDue, listDeadLetters, listSchedules } from './reads.js';
 import { toEvent, toSchedule } from './records.js';
@@ -37,6 +37,9 @@ export interface NatsStoreContext {
   origin: string;
   /** The server's time (a lower bound), in ms since the epoch: judges claim markers. */
   serverNow: () => Promise<number>;
+  /** The reconciliation sweep of the due index (see {@link DueIndex.repair}); defaults otherwise. */
+  repairEveryMs?: number;
+  repairGraceMs?: number;
 }
 
 /** A unit of work: nothing lasting, or a delivery's claims. */
@@ -74,6 +77,11 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
   readonly #subscriptions = new Set<Subscription>();
   readonly #purges = new Set<Promise<void>>();
   readonly #committer: Committer;
+  readonly #repair: RepairSettings;
+  /** When the next pass of the reconciliation sweep is due (performance.now()), and the pass running. */
+  #nextRepair: number;
+  #repairing: Promise<void> | undefined;
+  readonly #stopStatus: () => void;
   readonly renewEveryMs: number;
   readonly limits = { claim: CLAIM_LIMIT };
 
@@ -94,11 +102,46 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
       versionBase: context.versionBase,
     });
     this.renewEveryMs = Math.max(250, Math.floor(context.claims.ttlMs / 3));
+    this.#repair = {
+      everyMs: context.repairEveryMs ?? REPAIR_DEFAULTS.everyMs,
+      graceMs: context.repairGraceMs ?? REPAIR_DEFAULTS.graceMs,
+    };
+    this.#nextRepair = performance.now() + this.#repair.everyMs;
+    // What this process learnt of the index may predate an outage: read it afresh after a reconnection.
+    this.#stopStatus = onReconnect(context.io, () => this.#index.reset());
+  }
+
+  /**
+   * Starts a pass of the due index's reconciliation sweep when one is due (in the background: deliveries
+   * do not wait for it). Any pending schedule whose due time has passed is so found again, whatever made
+   * the index miss it; a pass that fails (an outage) is logged, and the next one reads on.
+   */
+  #maybeRepair(now: number): void {
+    if (this.#repairing || performance.now() < this.#nextRepair || this.#c.io.closed) return;
+    this.#nextRepair = performance.now() + this.#repair.everyMs;
+    const held = { has: (key: string) => this.#held.has(key) || this.#theirs.has(key) };
+    this.#repairing = this.#index
+      .repair(now, this.#repair.graceMs, held)
+      .then(
+        (dues) => {
+          // Found some: the wake-up tells other processes to look again (this one's next scan finds them).
+          if (dues.length > 0)
+            this.#announce({ results: [undefined], earliest: [Math.min(...dues)], dues: [dues] });
+        },
+        (error: unknown) =>
+          this.#c.logger.warn('nats store: a pass of the due-index sweep failed; the next one reads on', {
+            error,
+          }),
+      )
+      .finally(() => {
+        this.#repairing = undefined;
+      });
   }
 
   async begin(claim?: ClaimRequest): Promise<NatsUnit> {
     if (!claim) return { mine: [], claims: new Map(), ended: false };
     this.#forgetTheirs();
+    this.#maybeRepair(claim.now.getTime());
     // The scan registers each schedule it takes in #held at once, before it reads on: a unit that ends
     // meanwhile then never purges an entry this one still holds.
     const taken: Found[] = [];
@@ -338,22 +381,22 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
   }
 
   async close(): Promise<void> {
+    this.#stopStatus();
     for (const sub of this.#subscriptions) sub.unsubscribe();
     this.#subscriptions.clear();
-    await Promise.allSettled([...this.#purges]);
+    await Promise.allSettled([...this.#purges, this.#repairing]);
   }
 }
 
-/** Reports `lost` on a disconnection and `live` once reconnected (the subscription is resent then). */
-function watchStatus(io: NatsIo, listener: (event: WatchEvent) => void): () => void {
+/** Calls `handle` with the type of every status change of the connection of `io`; returns how to stop. */
+function onStatus(io: NatsIo, handle: (type: string) => void): () => void {
   const statuses = io.nc.status() as AsyncIterable<{ type: string }> & { stop?: () => void };
   let stopped = false;
   void (async () => {
     try {
       for await (const status of statuses) {
         if (stopped) break;
-        if (status.type === 'disconnect') listener({ type: 'lost' });
-        else if (status.type === 'reconnect') listener({ type: 'live' });
+        handle(status.type);
       }
     } catch {
       // The iterator ends with the connection.
@@ -363,6 +406,21 @@ function watchStatus(io: NatsIo, listener: (event: WatchEvent) => void): () => v
     stopped = true;
     statuses.stop?.();
   };
+}
+
+/** Calls `then` after every reconnection of the connection of `io`; returns how to stop. */
+function onReconnect(io: NatsIo, then: () => void): () => void {
+  return onStatus(io, (type) => {
+    if (type === 'reconnect') then();
+  });
+}
+
+/** Reports `lost` on a disconnection and `live` once reconnected (the subscription is resent then). */
+function watchStatus(io: NatsIo, listener: (event: WatchEvent) => void): () => void {
+  return onStatus(io, (type) => {
+    if (type === 'disconnect') listener({ type: 'lost' });
+    else if (type === 'reconnect') listener({ type: 'live' });
+  });
 }
 
 /** A write as a store operation. */

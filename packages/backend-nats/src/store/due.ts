@@ -1,6 +1,7 @@
 import type { Logger, Schedule } from '@duetime/core';
 import type { NatsIo, StoredMessage } from '../io.js';
 import { bucketOf, bucketStart, type Layout } from '../layout.js';
+import { indexMessages } from './commit.js';
 import { insertSorted, pairId, safePairs } from './entries.js';
 import type { Claim } from './plan.js';
 import { toSchedule } from './records.js';
@@ -34,6 +35,23 @@ import { toSchedule } from './records.js';
 const PAGE = 1000;
 /** How long a listing of the index's subjects is used before it is read again, in ms. */
 const LISTING_TTL_MS = 500;
+
+/** The reconciliation sweep (see {@link DueIndex.repair}): how many records one pass reads. */
+const REPAIR_PAGE = 250;
+/** The most schedules one pass of the sweep indexes again. */
+const REPAIR_MAX = 200;
+/** Pages of one second's entries the sweep reads looking for a pair (beyond, it is taken as present). */
+const REPAIR_SECOND_PAGES = 5;
+
+/** How often a delivering process runs a pass of the reconciliation sweep, and its grace; see the adapter. */
+export interface RepairSettings {
+  /** Time between two passes, in ms. */
+  everyMs: number;
+  /** How long past its due time a pending schedule may wait unclaimed before a pass looks at it, in ms. */
+  graceMs: number;
+}
+
+export const REPAIR_DEFAULTS: RepairSettings = { everyMs: 10_000, graceMs: 30_000 };
 
 /** A live entry found by a scan: its schedule, where its record and its entry are. */
 export interface Found extends Claim {
@@ -83,6 +101,13 @@ export class DueIndex {
   readonly #stale = new Map<string, Set<string>>();
   /** Per second: the highest entry sequence read (how far a random start may reach). */
   readonly #lastSeen = new Map<string, number>();
+  /**
+   * Bumped by {@link reset}: a read that started before may not move a scan position (it may rest on
+   * what was forgotten).
+   */
+  #epoch = 0;
+  /** Where the next pass of the reconciliation sweep reads records from (a stream sequence). */
+  #repairFrom = 1;
 
   constructor(io: NatsIo, layout: Layout, versionBase: number, logger: Logger) {
     this.#io = io;
@@ -261,6 +286,7 @@ export class DueIndex {
     const atHead = s.from === undefined;
     let from = s.from ?? this.#scanFrom.get(subject) ?? 1;
     const moves = this.#moves.get(subject) ?? 0;
+    const epoch = this.#epoch;
     /** Entries below it are stale or claimed (the scan position may follow). */
     let scanUpTo = from;
     let scanning = atHead;
@@ -364,6 +390,7 @@ export class DueIndex {
     if (
       atHead &&
       s.claims &&
+      this.#epoch === epoch &&
       (this.#moves.get(subject) ?? 0) === moves &&
       scanUpTo > (this.#scanFrom.get(subject) ?? 1)
     )
@@ -481,6 +508,99 @@ export class DueIndex {
   /** The scan position of `subject` (for the caller's purge after a commit). */
   scanPosition(subject: string): number | undefined {
     return this.#scanFrom.get(subject);
+  }
+
+  /**
+   * Forgets what this process learnt of the index (scan positions, stale pairs, listings): the next reads
+   * start from the heads of the seconds and list the subjects again. Entries held by open deliveries are
+   * skipped as before. Called after a reconnection and by the reconciliation sweep.
+   */
+  reset(): void {
+    this.#epoch++;
+    this.#scanFrom.clear();
+    this.#lastSeen.clear();
+    this.#stale.clear();
+    this.#purged.clear();
+    this.#hourList = undefined;
+    this.#secondLists.clear();
+  }
+
+  /**
+   * One pass of the reconciliation sweep: reads the next {@link REPAIR_PAGE} records (in stream order,
+   * from where the last pass stopped, wrapping around), and for each pending schedule due more than
+   * `graceMs` before `now` and not in `held` (a schedule that a working index would have had delivered)
+   * checks that the index has its pair on the subject of its second and the marker of its hour. Missing
+   * ones are indexed again (a duplicate pair is harmless: entries are hints). When any such schedule is
+   * found, this process's positions are forgotten too ({@link reset}), so a skip kept in memory heals.
+   *
+   * Whatever went wrong before (a bug, a purge by hand, a server that lost messages), every due schedule
+   * is so found again after at most one round of the records. Cost per pass: one page of records, one
+   * listing of the hours, and a read of each second holding a late schedule. Returns the due times of the
+   * pairs indexed again.
+   */
+  async repair(now: number, graceMs: number, held: Held): Promise<number[]> {
+    const { storeStream } = this.#layout;
+    const { messages, pending } = await this.#io.range(
+      storeStream,
+      this.#layout.recordFilter(''),
+      this.#repairFrom,
+      REPAIR_PAGE,
+    );
+    const last = messages.at(-1);
+    this.#repairFrom = !last || pending === 0 ? 1 : last.seq + 1;
+    const late: { key: string; due: number }[] = [];
+    for (const m of messages) {
+      const key = this.#layout.keyOfRecord(m.subject);
+      if (held.has(key)) continue;
+      let schedule: Schedule | undefined;
+      try {
+        schedule = toSchedule(key, m, this.#versionBase);
+      } catch {
+        continue; // reported to whoever reads it
+      }
+      const due = schedule?.dueAt.getTime();
+      if (due !== undefined && due <= now - graceMs) late.push({ key, due });
+    }
+    if (late.length === 0) return [];
+    late.sort((a, b) => a.due - b.due);
+    late.length = Math.min(late.length, REPAIR_MAX);
+    this.reset();
+    const hours = await this.#io.subjects(storeStream, this.#layout.hourMarkers);
+    const bySecond = new Map<string, { key: string; due: number }[]>();
+    for (const p of late) {
+      const subject = this.#layout.bucket(p.due);
+      bySecond.set(subject, [...(bySecond.get(subject) ?? []), p]);
+    }
+    const missing: [string, number][] = [];
+    for (const [subject, wanted] of bySecond) {
+      const marked = hours.has(this.#layout.hourMarker(bucketOf(wanted[0]!.due).hour));
+      const present = new Set<string>();
+      let complete = true;
+      let pages = 0;
+      for (let from = 1; marked; ) {
+        const page = await this.#io.range(storeStream, subject, from, PAGE);
+        for (const m of page.messages)
+          for (const [key, due] of safePairs(m, this.#logger)) present.add(`${key}\u0000${due}`);
+        const end = page.messages.at(-1);
+        if (!end || page.pending === 0 || page.messages.length < PAGE) break;
+        if (++pages >= REPAIR_SECOND_PAGES) {
+          complete = false;
+          break;
+        }
+        from = end.seq + 1;
+      }
+      for (const p of wanted)
+        if (!marked || (complete && !present.has(`${p.key}\u0000${p.due}`))) missing.push([p.key, p.due]);
+    }
+    if (missing.length === 0) return [];
+    await this.#io.atomicPublish(indexMessages(this.#layout, missing));
+    const dues = missing.map(([, due]) => due);
+    this.noteDue(dues);
+    this.#logger.warn('nats store: due schedules were missing from the due index; indexed again', {
+      count: missing.length,
+      keys: missing.slice(0, 10).map(([key]) => key),
+    });
+    return dues;
   }
 
   /** Forgets a second that was purged whole. */
