@@ -10,6 +10,7 @@ import {
   type DeadLetterRecord,
   decodeDeadLetter,
   decodeEvent,
+  decodePreview,
   decodeSchedule,
   type Event,
   type EventFields,
@@ -71,6 +72,13 @@ export interface PostgresUnit extends Unit<pg.PoolClient> {
    * writes are one statement takes none (see `commit`).
    */
   saved: boolean;
+  /**
+   * The processor part running now, when parts take their savepoint lazily (a client that reports its
+   * transaction status): `saved` once its savepoint went out, ahead of its first statement.
+   */
+  part?: { saved: boolean };
+  /** Whether a savepoint of an earlier part is still open: the next part's releases it, or COMMIT does. */
+  held?: boolean;
   /** A failure of BEGIN queued ahead of the application's statements, reported by the commit. */
   failure?: unknown;
   ended: boolean;
@@ -114,7 +122,8 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     let claimed: Claimed[] | undefined;
     if (claim) {
       claimed = await this.#claim(claim, owner);
-      if (claimed.length === 0) return { owner, claimed, joined: false, begun: false, saved: false, ended: false };
+      if (claimed.length === 0)
+        return { owner, claimed, joined: false, begun: false, saved: false, ended: false };
     }
     let out: CheckedOutClient;
     try {
@@ -154,6 +163,13 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
       saved: false,
       ended: false,
       sql: guardSql(client, () => {
+        if (unit.part) {
+          if (!unit.part.saved)
+            this.#partSavepoint(unit).catch((error: unknown) => {
+              unit.failure ??= error;
+            });
+          return;
+        }
         if (unit.joined && !unit.saved) {
           // The application's own statements through tx.sql are undone with duetime's when fn throws.
           unit.saved = true;
@@ -201,9 +217,28 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     if (unit.ended) throw new BackendError('use a transaction', 'the transaction has already ended');
     if (unit.failure !== undefined) throw this.#connection.error(unit.failure, 'begin transaction');
     if (unit.joined) return this.#save(unit);
-    if (unit.begun) return;
-    unit.begun = true;
-    await this.#control(unit, 'begin transaction', BEGIN);
+    if (!unit.begun) {
+      unit.begun = true;
+      await this.#control(unit, 'begin transaction', BEGIN);
+    }
+    if (unit.part && !unit.part.saved) {
+      try {
+        await this.#partSavepoint(unit);
+      } catch (error) {
+        throw this.#connection.error(error, 'start a delivery part');
+      }
+    }
+  }
+
+  /**
+   * Takes the running part's savepoint, releasing an earlier part's in the same round trip (one simple
+   * query). Sent at once, so it goes out ahead of the statement that asked for it.
+   */
+  #partSavepoint(unit: PostgresUnit): Promise<unknown> {
+    unit.part!.saved = true;
+    const text = unit.held ? `RELEASE SAVEPOINT ${PART}; SAVEPOINT ${PART}` : `SAVEPOINT ${PART}`;
+    unit.held = true;
+    return unit.client!.query(text);
   }
 
   /** Sends transaction control (several statements: the simple protocol, no parameters). */
@@ -230,32 +265,72 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     return unit.writer!.apply(writes);
   }
 
+  /**
+   * Runs one processor under a savepoint. On a client that reports its transaction status (node-postgres
+   * 8.21 and later) the savepoint waits for the part's first statement, a part that sends none takes
+   * none, and a part that ends well is not released on its own: the next part's savepoint releases it
+   * in the same round trip, or COMMIT does. Whether it ended well is the client's status, `T`, read
+   * without a round trip when the client is settled; otherwise (a failed statement whose error the
+   * processor caught, a statement still in flight) the savepoint is released as before, and a failed
+   * part rolled back to it.
+   */
   async part<T>(unit: PostgresUnit, fn: () => Promise<T>): Promise<T> {
     await this.#begin(unit);
-    await this.#control(unit, 'start a delivery part', `SAVEPOINT ${PART}`);
+    const status = transactionStatus(unit.client);
+    if (status === undefined) return this.#eagerPart(unit, fn);
+    const part = { saved: false };
+    unit.part = part;
     let result: T;
     try {
       result = await fn();
     } catch (error) {
-      await this.#control(
-        unit,
-        'undo a delivery part',
-        `ROLLBACK TO SAVEPOINT ${PART}; RELEASE SAVEPOINT ${PART}`,
-      );
+      unit.part = undefined;
+      if (part.saved) await this.#undoPart(unit);
       throw error;
     }
+    unit.part = undefined;
+    if (!part.saved) return result;
+    // Known good only when the client has its answer to every statement (the status comes with the
+    // server's ready message, which may arrive after an error the processor already caught): otherwise
+    // the savepoint is released the old way, whose failure tells.
+    if (settledStatus(unit.client) === 'T') return result;
+    unit.held = false;
+    await this.#releasePart(unit);
+    return result;
+  }
+
+  /** Releases the part's savepoint; a part whose statement failed is rolled back to it and refused. */
+  async #releasePart(unit: PostgresUnit): Promise<void> {
     try {
       await unit.client!.query(`RELEASE SAVEPOINT ${PART}`);
     } catch (error) {
       if (sqlState(error) !== IN_FAILED_TRANSACTION)
         throw this.#connection.error(error, 'end a delivery part');
-      await this.#control(
-        unit,
-        'undo a delivery part',
-        `ROLLBACK TO SAVEPOINT ${PART}; RELEASE SAVEPOINT ${PART}`,
-      );
+      await this.#undoPart(unit);
       throw new BackendError('end a delivery part', ABORTED, { cause: error });
     }
+  }
+
+  async #undoPart(unit: PostgresUnit): Promise<void> {
+    unit.held = false;
+    await this.#control(
+      unit,
+      'undo a delivery part',
+      `ROLLBACK TO SAVEPOINT ${PART}; RELEASE SAVEPOINT ${PART}`,
+    );
+  }
+
+  /** A part on a client that cannot report its transaction status: a savepoint taken and released around it. */
+  async #eagerPart<T>(unit: PostgresUnit, fn: () => Promise<T>): Promise<T> {
+    await this.#control(unit, 'start a delivery part', `SAVEPOINT ${PART}`);
+    let result: T;
+    try {
+      result = await fn();
+    } catch (error) {
+      await this.#undoPart(unit);
+      throw error;
+    }
+    await this.#releasePart(unit);
     return result;
   }
 
@@ -435,6 +510,17 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     if (query.through && query.order !== 'key' && query.through.getTime() < PG_MIN_TIME) return [];
     const { text, params } = this.#sql.schedules.list(query);
     const rows = await this.#read<ScheduleRow>('list schedules', text, params, unit);
+    if (query.select !== 'heads' && query.preview !== undefined)
+      return rows.map((row) => {
+        const schedule: Schedule = this.#schedule(row);
+        const preview = decodePreview(
+          row.dataText,
+          row.dataCut,
+          `${this.#where}: schedule ${JSON.stringify(row.key)}`,
+        );
+        if (preview) schedule.dataPreview = preview;
+        return schedule;
+      });
     if (query.select !== 'heads') return rows.map((row) => this.#schedule(row));
     // Numbers as numbers whatever the library's type parsers (a joined unit reads through the application's).
     return rows.map(({ key, at, dueAt, version, attempts }) => ({
@@ -446,7 +532,7 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     }));
   }
 
-  async countSchedules(query: Omit<ListQuery, 'after' | 'select'>): Promise<number> {
+  async countSchedules(query: Omit<ListQuery, 'after' | 'select' | 'preview'>): Promise<number> {
     if (query.through && query.order !== 'key' && query.through.getTime() < PG_MIN_TIME) return 0;
     const { text, params } = this.#sql.schedules.count(query);
     const [row] = await this.#read<{ n: number }>('count schedules', text, params, undefined);
@@ -455,8 +541,29 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
 
   async listDeadLetters(query: DeadLetterListQuery): Promise<DeadLetterRecord[]> {
     const { text, params } = this.#sql.deadLetters.list(query);
-    const rows = await this.#read<DeadLetterFields>('list dead letters', text, params, undefined);
-    return rows.map((row) => decodeDeadLetter(row, this.#where));
+    const rows = await this.#read<DeadLetterFields & { dataText?: string | null; dataCut?: boolean | null }>(
+      'list dead letters',
+      text,
+      params,
+      undefined,
+    );
+    return rows.map((row) => {
+      const dead = decodeDeadLetter(row, this.#where);
+      const preview = decodePreview(
+        row.dataText,
+        row.dataCut,
+        `${this.#where}: dead letter ${JSON.stringify(row.key)}`,
+      );
+      if (preview) dead.dataPreview = preview;
+      return dead;
+    });
+  }
+
+  /** How many dead letters there are (under a prefix), up to the limit: keys only, on the primary key. */
+  async countDeadLetters(query: { prefix?: string; limit: number }): Promise<number> {
+    const { text, params } = this.#sql.deadLetters.count(query);
+    const [row] = await this.#read<{ n: number }>('count dead letters', text, params, undefined);
+    return Number(row?.n ?? 0);
   }
 
   watch(listener: (event: WatchEvent) => void): () => void {
@@ -517,6 +624,15 @@ function transactionStatus(handle: unknown): 'T' | 'I' | 'E' | undefined {
     return status === 'T' || status === 'I' || status === 'E' ? status : undefined;
   }
   return undefined;
+}
+
+/**
+ * A node-postgres client's transaction status when it is settled: the client has the server's ready
+ * message for its last statement and nothing in flight (`readyForQuery`); undefined otherwise.
+ */
+function settledStatus(client: pg.ClientBase | undefined): string | undefined {
+  if ((client as { readyForQuery?: unknown } | undefined)?.readyForQuery !== true) return undefined;
+  return transactionStatus(client);
 }
 
 function refusal(state: string): InvalidArgumentError {

@@ -321,6 +321,39 @@ describe('delivery batches through the dispatcher', () => {
     }
   });
 
+  it('takes a part’s savepoint with its first statement only, and releases it with the next part’s', async () => {
+    const t = await recorded();
+    try {
+      await due(t.backend, 4);
+      const { dispatcher, stop } = run(t.backend, {
+        processor: async (tx, _message, { schedule }) => {
+          // d/2 sends no statement: it takes no savepoint.
+          if (schedule.key !== 'd/2')
+            await tx.sql.query(`INSERT INTO "${t.schema}".app_rows (id) VALUES ($1)`, [schedule.key]);
+        },
+      });
+      const from = t.sent.length;
+      try {
+        await waitFor('the batch to commit', () => dispatcher.snapshot().batches >= 1);
+      } finally {
+        await stop();
+      }
+      expect(dispatcher.snapshot()).toMatchObject({ delivered: 4, failed: 0 });
+      expect(await t.rows()).toEqual(['d/0', 'd/1', 'd/3']);
+      const savepoints = t.sent
+        .slice(from)
+        .map((s) => s.text)
+        .filter((text) => /SAVEPOINT/.test(text));
+      expect(savepoints).toEqual([
+        'SAVEPOINT duetime_part',
+        'RELEASE SAVEPOINT duetime_part; SAVEPOINT duetime_part',
+        'RELEASE SAVEPOINT duetime_part; SAVEPOINT duetime_part',
+      ]);
+    } finally {
+      await t.close();
+    }
+  });
+
   it('keeps an earlier part’s put-back that was sent inside a later part rolled back', async () => {
     const t = await recorded();
     try {
