@@ -3,7 +3,15 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freshNamespace, waitFor } from '@duetime/conformance';
-import { type Backend, InvalidArgumentError, intervalFrom, type Message, recurring } from '@duetime/core';
+import {
+  type Backend,
+  Dispatcher,
+  InvalidArgumentError,
+  intervalFrom,
+  type Logger,
+  type Message,
+  recurring,
+} from '@duetime/core';
 import { freePort, newerNatsServerBinary } from '@duetime/testing';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
@@ -207,6 +215,56 @@ describe('a transaction larger than one atomic batch', () => {
       expect(await store.countSchedules()).toBe(998);
       expect((await store.loadSchedule('cron/0'))?.at).toEqual(first);
     } finally {
+      await backend.close();
+    }
+  }, 60_000);
+
+  it('holds for a delivery whose processor writes too much: its settlement is refused, the schedule stays pending', async () => {
+    const { backend } = await open();
+    const warnings: unknown[] = [];
+    const logger: Logger = {
+      debug() {},
+      info() {},
+      warn: (_m, fields) => warnings.push(fields?.error),
+      error: (_m, fields) => warnings.push(fields?.error),
+    };
+    const controller = new AbortController();
+    let running: Promise<void> | undefined;
+    try {
+      const { store } = backend;
+      await store.transact((tx) => tx.schedule('fan-out', new Date(), msg('f')));
+      const at = new Date(hourAhead());
+      let attempts = 0;
+      const dispatcher = new Dispatcher({
+        store,
+        logger,
+        rescanInterval: 200,
+        processor: async (tx) => {
+          attempts++;
+          for (let i = 0; i < 1200; i++) await tx.schedule(`fanned/${i}`, at, msg('x'));
+        },
+      });
+      running = dispatcher.run(controller.signal);
+      await waitFor(
+        'the refused settlement',
+        () => warnings.some((e) => e instanceof TransactionTooLargeError),
+        {
+          timeoutMs: 30_000,
+        },
+      );
+      controller.abort();
+      await running;
+      expect(attempts).toBeGreaterThan(0);
+      // The 1,200 it schedules, and the consumption of the delivered one (its record's tombstone).
+      expect(warnings.find((e) => e instanceof TransactionTooLargeError)).toMatchObject({
+        schedules: 1201,
+        limit: 1000,
+      });
+      expect((await store.loadSchedule('fan-out'))?.key).toBe('fan-out');
+      expect(await store.countSchedules()).toBe(1);
+    } finally {
+      controller.abort();
+      await running;
       await backend.close();
     }
   }, 60_000);
