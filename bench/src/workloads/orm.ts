@@ -6,6 +6,7 @@ import pg from 'pg';
 import { type Compared, type Row, rowsFor, soloRow } from '../lib/report.js';
 import { alternate, type BenchContext } from '../lib/run.js';
 import { PG_URL, uniqueName } from '../subjects/types.js';
+import { ormDrainRows } from './orm-drain.js';
 
 /**
  * One way to commit an application's row and a delayed message in one transaction the application opened
@@ -131,7 +132,31 @@ const DUETIME_TXSQL: OrmSubject = {
   },
 };
 
-const SUBJECTS = [DUETIME_DRIZZLE, PGBOSS_DRIZZLE, DUETIME_TXSQL];
+/** The application's transaction alone, with no message: the floor every subject above stands on. */
+const FLOOR: OrmSubject = {
+  name: "the application's Drizzle transaction alone (no message)",
+  library: 'none',
+  backend: 'postgres-drizzle',
+  async open() {
+    const schema = uniqueName('orm_floor_');
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
+    await ordersTable(pool, schema);
+    const db = drizzle({ client: pool });
+    const table = sql.raw(`"${schema}".orders`);
+    return {
+      order: (i) =>
+        db.transaction(async (tx) => {
+          await tx.execute(sql`INSERT INTO ${table} (id, status) VALUES (${`o-${i}`}, 'pending')`);
+        }),
+      async close() {
+        await drop(pool, schema);
+        await pool.end();
+      },
+    };
+  },
+};
+
+const SUBJECTS = [DUETIME_DRIZZLE, PGBOSS_DRIZZLE, DUETIME_TXSQL, FLOOR];
 
 /** Transactions per second, `concurrency` of them at a time, `count` in all. */
 async function rate(subject: OrmSubject, count: number, concurrency: number): Promise<number> {
@@ -178,6 +203,9 @@ export async function ormWorkload(ctx: BenchContext): Promise<Row[]> {
       soloRow('orm', `${label} (duetime's own transaction)`, 'tx/s', 'higher', DUETIME_TXSQL.name, own),
     );
     rows.push(
+      soloRow('orm', `${label} (floor: no message)`, 'tx/s', 'higher', FLOOR.name, samples.get(FLOOR.name)!),
+    );
+    rows.push(
       soloRow(
         'orm',
         `${label}: store.join through Drizzle ÷ store.transact with tx.sql`,
@@ -188,5 +216,6 @@ export async function ormWorkload(ctx: BenchContext): Promise<Row[]> {
       ),
     );
   }
+  rows.push(...(await ormDrainRows(ctx)));
   return rows;
 }

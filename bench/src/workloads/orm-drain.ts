@@ -1,0 +1,194 @@
+import { createPostgresBackend } from '@duetime/backend-postgres';
+import { toDrizzle } from '@duetime/bindings/drizzle';
+import { Dispatcher } from '@duetime/core';
+import { eq } from 'drizzle-orm';
+import { pgSchema, text } from 'drizzle-orm/pg-core';
+import pg from 'pg';
+import { type Compared, type Row, rowsFor } from '../lib/report.js';
+import { alternate, type BenchContext, sleep } from '../lib/run.js';
+import { PG_URL, uniqueName } from '../subjects/types.js';
+
+/**
+ * One way to expire due orders: each due message's processor marks its order `expired`, and that write
+ * commits with the message's consumption.
+ */
+interface DrainSubject extends Compared {
+  /** Makes `count` pending orders and their due messages; `start` runs the worker until `stop`. */
+  open(count: number): Promise<{
+    /** The schema of the orders table. */
+    schema: string;
+    start(concurrency: number): Promise<() => Promise<void>>;
+    close(): Promise<void>;
+  }>;
+}
+
+/** The application's orders table, in `schema`, with `count` pending orders `o-0` … */
+async function pendingOrders(pool: pg.Pool, schema: string, count: number): Promise<void> {
+  await pool.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
+  await pool.query(`CREATE TABLE "${schema}".orders (id text PRIMARY KEY, status text NOT NULL)`);
+  await pool.query(
+    `INSERT INTO "${schema}".orders (id, status) SELECT 'o-' || i, 'pending' FROM generate_series(0, $1 - 1) i`,
+    [count],
+  );
+}
+
+function ordersOf(schema: string) {
+  return pgSchema(schema).table('orders', { id: text('id').primaryKey(), status: text('status').notNull() });
+}
+
+const DUETIME: DrainSubject = {
+  name: 'duetime/postgres, processor writing through toDrizzle(tx.sql)',
+  library: 'duetime',
+  backend: 'postgres-drizzle',
+  async open(count) {
+    const schema = uniqueName('ormdrain_duetime_');
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 20 });
+    await pendingOrders(pool, schema, count);
+    const backend = await createPostgresBackend({ pool }, { schema });
+    const due = new Date(Date.now() - 60_000);
+    for (let i = 0; i < count; i += 500)
+      await backend.store.transact(async (tx) => {
+        for (let j = i; j < Math.min(count, i + 500); j++)
+          await tx.schedule(`order/o-${j}/expire`, due, { type: 'order.expire', aggregateId: `o-${j}` });
+      });
+    const orders = ordersOf(schema);
+    return {
+      schema,
+      async start(concurrency) {
+        const dispatcher = new Dispatcher({
+          store: backend.store,
+          concurrency,
+          processor: async (tx, message) => {
+            await toDrizzle(tx.sql)
+              .update(orders)
+              .set({ status: 'expired' })
+              .where(eq(orders.id, message.aggregateId!));
+          },
+        });
+        const controller = new AbortController();
+        const done = dispatcher.run(controller.signal);
+        return async () => {
+          controller.abort();
+          await done;
+        };
+      },
+      async close() {
+        await backend.close();
+        await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+        await pool.end();
+      },
+    };
+  },
+};
+
+/** pg-boss's best batch settings (see the pg-boss subject), with its transactional worker. */
+const PGBOSS: DrainSubject = {
+  name: 'pg-boss/best, work(…, { transactional: true }) writing through its tx',
+  library: 'pg-boss',
+  backend: 'postgres-drizzle',
+  async open(count) {
+    const { PgBoss } = await import('pg-boss');
+    const schema = uniqueName('ormdrain_pgboss_');
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
+    await pendingOrders(pool, schema, count);
+    const boss = new PgBoss({
+      connectionString: PG_URL,
+      schema,
+      supervise: false,
+      schedule: false,
+      migrate: true,
+    });
+    boss.on('error', () => {});
+    await boss.start();
+    await boss.createQueue('orders');
+    for (let i = 0; i < count; i += 500)
+      await boss.insert(
+        'orders',
+        Array.from({ length: Math.min(500, count - i) }, (_, k) => ({ data: { orderId: `o-${i + k}` } })),
+      );
+    return {
+      schema,
+      async start(concurrency) {
+        const id = await boss.work(
+          'orders',
+          {
+            transactional: true,
+            localConcurrency: concurrency,
+            batchSize: 500,
+            burstWhenBatchFull: true,
+            pollingIntervalSeconds: 0.5,
+          },
+          async (jobs, tx) => {
+            // pg-boss hands the handler its own database wrapper, not the application's ORM.
+            for (const job of jobs)
+              await tx.executeSql(`UPDATE "${schema}".orders SET status = 'expired' WHERE id = $1`, [
+                (job.data as { orderId: string }).orderId,
+              ]);
+          },
+        );
+        return async () => {
+          await boss.offWork('orders', { id, wait: true });
+        };
+      },
+      async close() {
+        await boss.stop({ graceful: false });
+        await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+        await pool.end();
+      },
+    };
+  },
+};
+
+const SUBJECTS = [DUETIME, PGBOSS];
+
+/** Orders per second until every order is `expired`, read from the committed table. */
+async function drainRate(subject: DrainSubject, count: number, concurrency: number, timeoutMs: number) {
+  const opened = await subject.open(count);
+  const watcher = new pg.Pool({ connectionString: PG_URL, max: 1 });
+  try {
+    const expired = async () =>
+      Number(
+        (await watcher.query(`SELECT count(*) AS n FROM "${opened.schema}".orders WHERE status = 'expired'`))
+          .rows[0].n,
+      );
+    const started = performance.now();
+    const stop = await opened.start(concurrency);
+    let done = await expired();
+    while (done < count && performance.now() - started < timeoutMs) {
+      await sleep(20);
+      done = await expired();
+    }
+    const elapsed = performance.now() - started;
+    await stop();
+    if (done < count) throw new Error(`${subject.name} expired only ${done} of ${count} orders`);
+    return Math.round((count / elapsed) * 1000);
+  } finally {
+    await watcher.end();
+    await opened.close();
+  }
+}
+
+/**
+ * The orm workload's drain: `count` pending orders whose expiry messages are all due; a worker at
+ * concurrency 1 and 16 marks each order expired in the transaction that consumes its message. duetime's
+ * processor writes through Drizzle on the delivery transaction (`toDrizzle(tx.sql)`); pg-boss's
+ * transactional worker writes through the `db` it hands the handler. Orders per second until the table
+ * shows every order expired.
+ */
+export async function ormDrainRows(ctx: BenchContext): Promise<Row[]> {
+  const count = ctx.quick ? 300 : 20_000;
+  const rows: Row[] = [];
+  for (const concurrency of [1, 16]) {
+    const label = `expire ${count.toLocaleString('en-US')} due orders through the ORM, c${concurrency}`;
+    const samples = await alternate(
+      ctx,
+      SUBJECTS,
+      label,
+      (subject) => drainRate(subject, count, concurrency, ctx.quick ? 60_000 : 600_000),
+      Number.NaN,
+      { rotate: true },
+    );
+    rows.push(...rowsFor('orm', label, 'orders/s', 'higher', SUBJECTS, samples));
+  }
+  return rows;
+}
