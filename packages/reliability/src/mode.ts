@@ -30,6 +30,13 @@ export const SIZES = {
   nodeLossKills: figure('DUETIME_CHAOS_NODE_LOSS_KILLS', 4, 60),
   /** Faults injected per backend in the outage run. */
   outages: figure('DUETIME_CHAOS_OUTAGES', 6, 60),
+  /**
+   * NATS outage runs in the outage loop (half of them with the CPU saturated by busy-looping processes);
+   * none in the CI form.
+   */
+  outageLoop: figure('DUETIME_CHAOS_OUTAGE_LOOP', 0, 50),
+  /** Faults injected per run of the outage loop. */
+  outageLoopFaults: figure('DUETIME_CHAOS_OUTAGE_LOOP_FAULTS', 6, 10),
   /** Longest fault (blackhole, latency, server down, lock held) in the outage run, in ms. */
   faultMs: figure('DUETIME_CHAOS_FAULT_MS', 2500, 4000),
   /** fast-check runs per property (store properties run a fifth of it against real servers). */
