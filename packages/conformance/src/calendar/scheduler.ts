@@ -161,19 +161,30 @@ export function calendarTests({ harness }: SuiteContext): void {
     });
     let startedOnA = false;
     const options = { withoutOverlap: true, onOverlap: 'queue' as const, overlapTTL: TTL };
-    const a = await replica(namespace, [
-      every('tick', EVERY, async () => {
-        startedOnA = true;
-        await released;
-      }).with(options),
-    ]);
+    // Leadership that outlasts a slow renewal on a loaded machine: a new epoch on b would rightly drop the
+    // occurrence queued in the old one, which is not what this test is about.
+    const steady = { leadershipTTL: 4 * TTL };
+    const a = await replica(
+      namespace,
+      [
+        every('tick', EVERY, async () => {
+          startedOnA = true;
+          await released;
+        }).with(options),
+      ],
+      steady,
+    );
     await waitFor('a handler to start on a', () => startedOnA);
     const ranOnB: number[] = [];
-    const b = await replica(namespace, [
-      every('tick', EVERY, ({ invocation }) => void ranOnB.push(invocation.intendedAt.getTime())).with(
-        options,
-      ),
-    ]);
+    const b = await replica(
+      namespace,
+      [
+        every('tick', EVERY, ({ invocation }) => void ranOnB.push(invocation.intendedAt.getTime())).with(
+          options,
+        ),
+      ],
+      steady,
+    );
     a.partition.cut(isLeaderKey);
     await waitFor('b to lead', () => b.scheduler.snapshot().leader, { timeoutMs: 30_000 });
     await waitFor('an occurrence to queue on b', () => b.scheduler.snapshot().queued === 1);
