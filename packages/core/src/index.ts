@@ -41,6 +41,7 @@ export * from './memory/memory-backend.js';
 export * from './run-loop.js';
 export * from './store/aggregate.js';
 export { MAX_BACKFILL, MAX_QUEUED, type ResumeResult } from './store/operations.js';
+export { decodePreview } from './store/paging.js';
 export {
   type CatchUp,
   describeStoredRecurrence,

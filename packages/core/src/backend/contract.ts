@@ -2,7 +2,7 @@
  * The contract a duetime backend implements: the first file to read when writing one.
  *
  * A backend is three small parts that {@link defineBackend} wraps:
- * - a {@link StoreAdapter} (capability 1: transactional schedules), 7 methods plus up to 6 optional ones;
+ * - a {@link StoreAdapter} (capability 1: transactional schedules), 7 methods plus up to 7 optional ones;
  * - a {@link LeaseBackend} (leadership and overlap leases for calendars), 4 methods;
  * - a {@link CursorBackend} (per-schedule progress of calendars), 2 methods.
  *
@@ -162,6 +162,14 @@ export interface ListQuery {
    * `lastError` and `recurrence` and read less. Returning whole schedules is always correct.
    */
   select?: 'all' | 'heads';
+  /**
+   * With whole schedules (`select` not `heads`): cut each message's data for display. The adapter may
+   * return the message without `data` and, when it had data, `dataPreview`: the data's JSON text, its first
+   * `preview` characters (Unicode code points), and whether it was cut — computed by the engine, so a page
+   * of large messages reads at most that much of each. Returning whole messages is always correct: core
+   * cuts what comes back without `dataPreview` (see {@link ScheduleQuery.preview}).
+   */
+  preview?: number;
   limit: number;
 }
 
@@ -175,6 +183,8 @@ export interface DeadLetterListQuery {
   prefix?: string;
   /** Strictly after this key. */
   after?: string;
+  /** Cut each message's data for display, as {@link ListQuery.preview} does. */
+  preview?: number;
   limit: number;
 }
 
@@ -263,7 +273,13 @@ export interface StoreAdapter<Sql = unknown, U extends Unit<Sql> = Unit<Sql>> {
    * that). Without it, core counts by listing heads a page at a time; an engine that can count without
    * reading rows (an index-only count) answers status pages faster with it.
    */
-  countSchedules?(query: Omit<ListQuery, 'after' | 'select'>): Promise<number>;
+  countSchedules?(query: Omit<ListQuery, 'after' | 'select' | 'preview'>): Promise<number>;
+  /**
+   * Optional: how many dead letters there are (under `query.prefix`), counted up to `query.limit` (return
+   * at most that). Without it, core counts by listing dead letters a page at a time, payloads included; an
+   * engine that counts keys on an index (a bounded `count(*)` over `LIMIT`) reads no payload.
+   */
+  countDeadLetters?(query: { prefix?: string; limit: number }): Promise<number>;
   /**
    * Optional push channel: reports other processes' commits of schedule changes (see {@link WatchEvent}).
    * Returns an unsubscribe function. Core subscribes once per store, however many listen.

@@ -1,9 +1,12 @@
 import type { ListQuery, StoreAdapter, Unit } from '../backend/contract.js';
-import { InvalidArgumentError } from '../errors.js';
-import { positiveInteger, schedulePrefix, validDate } from '../validate.js';
-import type { ScheduleCountQuery, ScheduleQuery } from './types.js';
+import { CorruptDataError, InvalidArgumentError } from '../errors.js';
+import { MAX_MESSAGE_BYTES, positiveInteger, schedulePrefix, validDate } from '../validate.js';
+import type { DataPreview, Message, ScheduleCountQuery, ScheduleQuery } from './types.js';
 
-/** The store's read side: page and count limits, schedule query filters, and counting page by page. */
+/**
+ * The store's read side: page and count limits, schedule query filters, counting page by page, and data
+ * previews (cut in the adapter's query, or here after loading).
+ */
 
 const DEFAULT_PAGE = 500;
 const MAX_PAGE = 10_000;
@@ -22,6 +25,64 @@ export function countLimit(given: unknown): number {
   const limit = given === undefined ? DEFAULT_COUNT : positiveInteger('query.limit', given);
   if (limit > MAX_COUNT) throw new InvalidArgumentError('query.limit', limit, `must be at most ${MAX_COUNT}`);
   return limit;
+}
+
+/** Checks a page query's `preview` (1 to 262,144 characters; `undefined` when not given). */
+export function previewLength(given: unknown): number | undefined {
+  if (given === undefined) return undefined;
+  const n = positiveInteger('query.preview', given);
+  if (n > MAX_MESSAGE_BYTES)
+    throw new InvalidArgumentError('query.preview', n, `must be at most ${MAX_MESSAGE_BYTES}`);
+  return n;
+}
+
+/**
+ * The first `n` Unicode code points of `text` (a surrogate pair is never split), as SQL's `left` and
+ * `substr` count them.
+ */
+export function firstCodePoints(text: string, n: number): string {
+  if (text.length <= n) return text;
+  let units = 0;
+  for (let points = 0; points < n && units < text.length; points++) {
+    const c = text.charCodeAt(units);
+    units += c >= 0xd800 && c <= 0xdbff && units + 1 < text.length ? 2 : 1;
+  }
+  return text.slice(0, units);
+}
+
+/**
+ * For SQL adapters answering `preview` in their query: the {@link DataPreview} of a row from the engine's
+ * cut JSON text of the data (`null` or `undefined` when the message has none) and its "was cut" flag
+ * (a boolean, or 0/1). `where` names the row in errors.
+ */
+export function decodePreview(text: unknown, cut: unknown, where: string): DataPreview | undefined {
+  if (text === null || text === undefined) return undefined;
+  if (typeof text !== 'string') throw new CorruptDataError(`${where}: the data preview is not text`);
+  return { text, cut: cut === true || cut === 1 || cut === '1' || cut === 't' };
+}
+
+/**
+ * Core's side of `preview`: an item the adapter returned whole gets its data cut here (and left out of
+ * its message); one the adapter already cut keeps its preview, bounded again to `n`.
+ */
+export function withPreview<T extends { message: Message; dataPreview?: DataPreview }>(
+  item: T,
+  n: number,
+): T {
+  const given = item.dataPreview;
+  if (given) {
+    const text = firstCodePoints(given.text, n);
+    if (text !== given.text) item.dataPreview = { text, cut: true };
+  } else if (item.message.data !== undefined) {
+    const json = JSON.stringify(item.message.data);
+    const text = firstCodePoints(json, n);
+    item.dataPreview = { text, cut: text !== json };
+  }
+  if ('data' in item.message) {
+    const { data: _data, ...rest } = item.message;
+    item.message = rest;
+  }
+  return item;
 }
 
 /** Checks a query's filters; an adapter without a deadline index answers in key order. */
@@ -45,6 +106,23 @@ export function scheduleFilters(
     ...(prefix !== undefined ? { prefix } : {}),
     ...(query.recurring !== undefined ? { recurring: query.recurring } : {}),
   };
+}
+
+/**
+ * Counts dead letters under `prefix`, up to `limit`: by the adapter's own count when it has one, else a
+ * page at a time (payloads included).
+ */
+export async function countDeadLetters<Sql>(
+  adapter: StoreAdapter<Sql, Unit<Sql>>,
+  prefix: string | undefined,
+  limit: number,
+): Promise<number> {
+  if (adapter.countDeadLetters)
+    return Math.min(
+      limit,
+      await adapter.countDeadLetters({ limit, ...(prefix !== undefined ? { prefix } : {}) }),
+    );
+  return countDeadLetterPages(adapter, prefix, limit);
 }
 
 /** Counts dead letters under `prefix`, up to `limit`, a page at a time. */

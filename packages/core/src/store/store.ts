@@ -6,11 +6,13 @@ import { identifier, positiveInteger, scheduleKey, schedulePrefix } from '../val
 import type { Aggregate, AggregateContext } from './aggregate.js';
 import { Delivery } from './delivery.js';
 import {
-  countDeadLetterPages,
+  countDeadLetters,
   countLimit,
   countSchedulePages,
   pageLimit,
+  previewLength,
   scheduleFilters,
+  withPreview,
 } from './paging.js';
 import { CoreTransaction } from './transaction.js';
 import { workOf } from './work.js';
@@ -360,11 +362,14 @@ class CoreStore<Sql> implements Store<Sql>, CoreStoreInternals<Sql> {
     const limit = pageLimit(query.limit);
     const prefix = query.prefix === undefined ? undefined : schedulePrefix(query.prefix);
     const after = query.after === undefined ? undefined : scheduleKey(query.after);
+    const preview = previewLength(query.preview);
     const items = await this.#adapter.listDeadLetters({
       limit,
       ...(prefix !== undefined ? { prefix } : {}),
       ...(after !== undefined ? { after } : {}),
+      ...(preview !== undefined ? { preview } : {}),
     });
+    if (preview !== undefined) for (const item of items) withPreview(item, preview);
     const last = items.at(-1);
     return items.length === limit && last ? { items, next: last.key } : { items };
   }
@@ -373,7 +378,7 @@ class CoreStore<Sql> implements Store<Sql>, CoreStoreInternals<Sql> {
     this.#open();
     const limit = countLimit(query.limit);
     const prefix = query.prefix === undefined ? undefined : schedulePrefix(query.prefix);
-    return countDeadLetterPages(this.#adapter, prefix, limit);
+    return countDeadLetters(this.#adapter, prefix, limit);
   }
 
   async pageSchedules(query: ScheduleQuery = {}): Promise<SchedulePage> {
@@ -383,11 +388,14 @@ class CoreStore<Sql> implements Store<Sql>, CoreStoreInternals<Sql> {
     const after = query.after;
     if (after !== undefined && (typeof after?.at !== 'number' || typeof after?.key !== 'string'))
       throw new InvalidArgumentError('query.after', after, 'must be the `next` cursor of a previous page');
+    const preview = previewLength(query.preview);
     const items = (await this.#adapter.listSchedules({
       ...filters,
       limit,
       ...(after ? { after: { at: after.at, key: after.key } } : {}),
+      ...(preview !== undefined ? { preview } : {}),
     })) as Schedule[];
+    if (preview !== undefined) for (const item of items) withPreview(item, preview);
     const last = items.at(-1);
     if (items.length < limit || !last) return { items };
     const position = filters.order === 'due' ? last.dueAt : filters.order === 'key' ? new Date(0) : last.at;

@@ -71,6 +71,23 @@ export interface Schedule<Data = unknown> {
    * while paused, without moving the schedule's deadline.
    */
   queue?: QueuedDelivery[];
+  /**
+   * Only on items of a page read with `preview` (see {@link ScheduleQuery.preview}): the message's data as
+   * JSON text, cut for display; `message.data` is then left out.
+   */
+  dataPreview?: DataPreview;
+}
+
+/**
+ * A message's data cut for display: the start of its JSON text (`JSON.stringify(data)`), at most the
+ * `preview` characters (Unicode code points) asked for, and whether anything was left out. Load the whole
+ * value with `loadSchedule` or `loadDeadLetter`.
+ */
+export interface DataPreview {
+  /** The first characters of the data's JSON text (all of it when `cut` is false). */
+  text: string;
+  /** True when the JSON text is longer than `text`. */
+  cut: boolean;
 }
 
 /**
@@ -91,6 +108,8 @@ export interface DeadLetterRecord<Data = unknown> {
   error: string;
   /** When it was dead-lettered (the store's clock). */
   deadAt: Date;
+  /** Only on items of a page read with `preview` (see {@link DeadLetterQuery.preview}). */
+  dataPreview?: DataPreview;
 }
 
 /** A query for a page of dead letters, ordered by key. */
@@ -101,6 +120,8 @@ export interface DeadLetterQuery {
   after?: string;
   /** Page size, 1 to 10,000 (default 500). */
   limit?: number;
+  /** Cut each message's data at this many characters, as {@link ScheduleQuery.preview} does. */
+  preview?: number;
 }
 
 export interface DeadLetterPage {
@@ -132,6 +153,14 @@ export interface ScheduleQuery {
   after?: SchedulePageCursor;
   /** Page size, 1 to 10,000 (default 500). */
   limit?: number;
+  /**
+   * For display: cut each message's data at this many characters (1 to 262,144). Items then come without
+   * `message.data` and, when the message has data, with `dataPreview` (its JSON text, cut, and whether it
+   * was). SQL backends cut in the query, so a page of 200 KB messages moves at most `preview` characters of
+   * each out of the database; other backends load the message and cut it. Everything else (type, aggregate,
+   * trace, last error, recurrence) comes whole.
+   */
+  preview?: number;
 }
 
 /** A query for {@link Store.countSchedules}: the filters of {@link ScheduleQuery}, counted up to `limit`. */
