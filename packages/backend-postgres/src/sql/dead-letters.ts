@@ -1,7 +1,11 @@
 import type { DeadLetterListQuery } from '@duetime/core';
+import { previewColumns } from './schedules.js';
 import { epochMs } from './time.js';
 
 const COLUMNS = `key, version, ${epochMs('at')} AS at, message, attempts, error, ${epochMs('dead_at')} AS "deadAt"`;
+/** The columns of a page for display: as {@link COLUMNS}, the data cut by the server (see `previewColumns`). */
+const PREVIEW = (n: string) =>
+  `key, version, ${epochMs('at')} AS at, ${previewColumns(n)}, attempts, error, ${epochMs('dead_at')} AS "deadAt"`;
 
 /** The statements on `<schema>.dead_letters`, with `$n` parameters; `s` is the quoted schema name. */
 export function deadLetterSql(s: string) {
@@ -29,14 +33,29 @@ export function deadLetterSql(s: string) {
     list(q: DeadLetterListQuery): { text: string; params: unknown[] } {
       const params: unknown[] = [];
       const $ = (value: unknown) => `$${params.push(value)}`;
-      const where: string[] = [];
-      if (q.prefix !== undefined) where.push(`starts_with(key, ${$(q.prefix)})`);
-      if (q.after !== undefined) where.push(`key > ${$(q.after)}`);
-      const filter = where.length > 0 ? `WHERE ${where.join(' AND ')}` : '';
-      return {
-        text: `SELECT ${COLUMNS} FROM ${s}.dead_letters ${filter} ORDER BY key LIMIT ${$(q.limit)}`,
-        params,
-      };
+      const columns = q.preview !== undefined ? PREVIEW(`${$(q.preview)}::int`) : COLUMNS;
+      const { text } = keys(q, $);
+      return { text: `SELECT ${columns} FROM ${text}`, params };
+    },
+
+    /**
+     * How many dead letters there are under the prefix, up to $limit: a walk of the primary key's index
+     * (an index-only scan once the table is vacuumed) that reads no message.
+     */
+    count(q: { prefix?: string; limit: number }): { text: string; params: unknown[] } {
+      const params: unknown[] = [];
+      const $ = (value: unknown) => `$${params.push(value)}`;
+      const { text } = keys(q, $);
+      return { text: `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${text}) AS matching`, params };
     },
   };
+
+  /** The table, its filter, order and limit: what follows `SELECT <columns> FROM`. */
+  function keys(q: DeadLetterListQuery, $: (value: unknown) => string): { text: string } {
+    const where: string[] = [];
+    if (q.prefix !== undefined) where.push(`starts_with(key, ${$(q.prefix)})`);
+    if (q.after !== undefined) where.push(`key > ${$(q.after)}`);
+    const filter = where.length > 0 ? `WHERE ${where.join(' AND ')}` : '';
+    return { text: `${s}.dead_letters ${filter} ORDER BY key LIMIT ${$(q.limit)}` };
+  }
 }

@@ -7,6 +7,34 @@ const COLUMNS = `key, ${epochMs('at')} AS at, ${epochMs('due_at')} AS "dueAt", v
 /** The columns of a read that needs no payload (`select: 'heads'`). */
 const HEADS = `key, ${epochMs('at')} AS at, ${epochMs('due_at')} AS "dueAt", version, attempts`;
 
+/**
+ * Whether the message can be taken apart by PostgreSQL's JSON functions: they de-escape strings and refuse
+ * a `\u0000` in them (SQLSTATE 22P05), so a message holding one (or anything that looks like one) is read
+ * whole instead, and core cuts it.
+ */
+const PLAIN = `strpos(message::text, '\\u0000') = 0`;
+
+/** A stored message without its data: its other fields (`type`, `aggregateId`, `trace`), rebuilt. */
+const WITHOUT_DATA = `json_strip_nulls(json_build_object('type', message->'type',
+    'aggregateId', message->'aggregateId', 'trace', message->'trace'))`;
+
+/**
+ * The columns of a page for display (`n`, a parameter placeholder), the schedule's or the dead letter's
+ * other columns around them: the message without its data, and the data's JSON text cut by the server
+ * (`left` counts characters) with whether it was cut. The message is `json`, so `message->'data'` is the
+ * data's text as written (`JSON.stringify`'s). A message {@link PLAIN} does not accept comes whole.
+ */
+export const previewColumns = (
+  n: string,
+) => `CASE WHEN ${PLAIN} THEN ${WITHOUT_DATA} ELSE message END AS message,
+  CASE WHEN ${PLAIN} THEN left((message->'data')::text, ${n}) END AS "dataText",
+  CASE WHEN ${PLAIN} THEN length((message->'data')::text) > ${n} END AS "dataCut"`;
+
+const PREVIEW = (
+  n: string,
+) => `key, ${epochMs('at')} AS at, ${epochMs('due_at')} AS "dueAt", version, attempts,
+  ${previewColumns(n)}, last_error AS "lastError", recurrence`;
+
 /** A schedule as read: core's `ScheduleFields` (instants as epoch ms, JSON as text). */
 export type ScheduleRow = ScheduleFields & {
   at: number;
@@ -14,6 +42,9 @@ export type ScheduleRow = ScheduleFields & {
   version: number;
   attempts: number;
   interrupted?: boolean;
+  /** `preview` reads: the data's JSON text, cut, and whether it was. */
+  dataText?: string | null;
+  dataCut?: boolean | null;
 };
 
 /** What a put sets besides its key, its instants and its payload: a fresh, unclaimed version. */
@@ -128,20 +159,26 @@ export function scheduleSql(s: string) {
 
     /** The listing query for `q`, with its parameters. */
     list(q: ListQuery): { text: string; params: unknown[] } {
-      return listing(q, q.select === 'heads' ? HEADS : COLUMNS);
+      return listing(q, ($) =>
+        q.select === 'heads' ? HEADS : q.preview !== undefined ? PREVIEW($(q.preview, '::int')) : COLUMNS,
+      );
     },
 
     /** How many schedules `q` matches, up to its limit: the same walk of the same index, reading no row. */
-    count(q: ListQuery): { text: string; params: unknown[] } {
-      const { text, params } = listing(q, '1');
+    count(q: Omit<ListQuery, 'after' | 'select' | 'preview'>): { text: string; params: unknown[] } {
+      const { text, params } = listing(q, () => '1');
       return { text: `SELECT count(*)::int AS n FROM (${text}) AS matching`, params };
     },
   };
 
-  function listing(q: ListQuery, columns: string): { text: string; params: unknown[] } {
+  function listing(
+    q: Omit<ListQuery, 'select' | 'preview'>,
+    columns: ($: (value: unknown, cast?: string) => string) => string,
+  ): { text: string; params: unknown[] } {
     const instant = q.order === 'due' ? 'due_at' : 'at';
     const params: unknown[] = [];
     const $ = (value: unknown, cast = '') => `$${params.push(value)}${cast}`;
+    const selected = columns($);
     const time = (ms: number) => $(pgTimestamp(new Date(Math.max(ms, PG_MIN_TIME))), '::timestamptz');
     const where: string[] = [];
     if (q.through && q.order !== 'key') where.push(`${instant} <= ${time(q.through.getTime())}`);
@@ -156,7 +193,7 @@ export function scheduleSql(s: string) {
     const filter = where.length > 0 ? `WHERE ${where.join(' AND ')}` : '';
     const order = q.order === 'key' ? 'key' : `${instant}, key`;
     return {
-      text: `SELECT ${columns} FROM ${s}.schedules ${filter} ORDER BY ${order} LIMIT ${$(q.limit)}`,
+      text: `SELECT ${selected} FROM ${s}.schedules ${filter} ORDER BY ${order} LIMIT ${$(q.limit)}`,
       params,
     };
   }
