@@ -1,9 +1,9 @@
 import type Database from 'better-sqlite3';
 import {
+  type DeadLetterShape,
   deadLetterListQuery,
   type ListShape,
   listQuery,
-  type PrefixShape,
   type StoreQuery,
   storeQueries,
 } from './sql/queries.js';
@@ -27,12 +27,12 @@ export class Statements {
   }
 
   list(shape: ListShape): Database.Statement {
-    const id = `list:${shape.order}:${shape.through}:${shape.prefix}:${shape.after}:${shape.recurring}:${shape.heads}`;
+    const id = `list:${shape.order}:${shape.through}:${shape.prefix}:${shape.after}:${shape.recurring}:${shape.select}`;
     return this.#cached(id, () => listQuery(this.#tables, shape));
   }
 
-  deadLetterList(shape: { prefix: PrefixShape; after: boolean }): Database.Statement {
-    return this.#cached(`dead:${shape.prefix}:${shape.after}`, () =>
+  deadLetterList(shape: DeadLetterShape): Database.Statement {
+    return this.#cached(`dead:${shape.prefix}:${shape.after}:${shape.select}`, () =>
       deadLetterListQuery(this.#tables, shape),
     );
   }

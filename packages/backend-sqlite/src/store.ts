@@ -10,6 +10,7 @@ import {
   type DeadLetterRecord,
   decodeDeadLetter,
   decodeEvent,
+  decodePreview,
   decodeSchedule,
   type Event,
   isOneShot,
@@ -55,6 +56,9 @@ interface ScheduleRow {
   last_error?: string | null;
   recurrence?: string | null;
   interrupted?: number | null;
+  /** `preview` reads: the data's JSON text, cut, and whether it was (0/1). */
+  data_text?: string | null;
+  data_cut?: number | null;
 }
 
 interface DeadLetterRow {
@@ -65,6 +69,8 @@ interface DeadLetterRow {
   attempts: number;
   error: string;
   dead_at: number;
+  data_text?: string | null;
+  data_cut?: number | null;
 }
 
 /**
@@ -421,40 +427,69 @@ export class SqliteStore implements StoreAdapter<Database.Database, SqliteUnit> 
 
   listSchedules(query: ListQuery, unit?: SqliteUnit): Promise<ScheduleHead[]> {
     return this.#reading(unit, 'list schedules', (s) => {
-      const params: Record<string, unknown> = { limit: query.limit };
-      const prefix = prefixRange(query.prefix, params);
-      if (query.through !== undefined) params.through = query.through.getTime();
-      if (query.after !== undefined) {
-        params.afterAt = query.after.at;
-        params.afterKey = query.after.key;
-      }
-      if (query.recurring !== undefined) params.recurring = query.recurring ? 1 : 0;
-      const heads = query.select === 'heads';
-      const statement = s.list({
-        order: query.order,
-        through: query.through !== undefined && query.order !== 'key',
-        prefix,
-        after: query.after !== undefined,
-        recurring: query.recurring !== undefined,
-        heads,
-      });
-      if (query.order === 'key') {
-        delete params.through;
-        delete params.afterAt;
-      }
+      const select = query.select === 'heads' ? 'heads' : query.preview !== undefined ? 'preview' : 'all';
+      const { statement, params } = this.#listing(s, query, select);
+      if (select === 'preview') params.preview = query.preview;
       const rows = statement.all(params) as ScheduleRow[];
-      return rows.map((row) =>
-        heads
-          ? {
-              key: row.key,
-              at: new Date(row.at),
-              dueAt: new Date(row.due_at),
-              version: row.version,
-              attempts: row.attempts,
-            }
-          : this.#schedule(row),
-      );
+      return rows.map((row) => {
+        if (select === 'heads')
+          return {
+            key: row.key,
+            at: new Date(row.at),
+            dueAt: new Date(row.due_at),
+            version: row.version,
+            attempts: row.attempts,
+          };
+        const schedule = this.#schedule(row);
+        const preview = decodePreview(
+          row.data_text,
+          row.data_cut,
+          `${this.#file}: schedule ${JSON.stringify(row.key)}`,
+        );
+        if (preview) schedule.dataPreview = preview;
+        return schedule;
+      });
     });
+  }
+
+  /**
+   * How many schedules `query` matches, up to its limit: `count(*)` over the listing's walk of the order's
+   * index (`LIMIT`), which reads no message unless `recurring` filters on the row.
+   */
+  countSchedules(query: Omit<ListQuery, 'after' | 'select' | 'preview'>): Promise<number> {
+    return this.#reading(undefined, 'count schedules', (s) => {
+      const { statement, params } = this.#listing(s, query, 'count');
+      return Number((statement.get(params) as { n: number }).n);
+    });
+  }
+
+  /** The listing statement of `query`'s shape and its parameters. */
+  #listing(
+    s: Statements,
+    query: Omit<ListQuery, 'select' | 'preview'>,
+    select: 'all' | 'heads' | 'preview' | 'count',
+  ): { statement: Database.Statement; params: Record<string, unknown> } {
+    const params: Record<string, unknown> = { limit: query.limit };
+    const prefix = prefixRange(query.prefix, params);
+    if (query.through !== undefined) params.through = query.through.getTime();
+    if (query.after !== undefined) {
+      params.afterAt = query.after.at;
+      params.afterKey = query.after.key;
+    }
+    if (query.recurring !== undefined) params.recurring = query.recurring ? 1 : 0;
+    const statement = s.list({
+      order: query.order,
+      through: query.through !== undefined && query.order !== 'key',
+      prefix,
+      after: query.after !== undefined,
+      recurring: query.recurring !== undefined,
+      select,
+    });
+    if (query.order === 'key') {
+      delete params.through;
+      delete params.afterAt;
+    }
+    return { statement, params };
   }
 
   listDeadLetters(query: DeadLetterListQuery): Promise<DeadLetterRecord[]> {
@@ -462,10 +497,29 @@ export class SqliteStore implements StoreAdapter<Database.Database, SqliteUnit> 
       const params: Record<string, unknown> = { limit: query.limit };
       const prefix = prefixRange(query.prefix, params);
       if (query.after !== undefined) params.after = query.after;
-      const statement = this.#read.deadLetterList({ prefix, after: query.after !== undefined });
-      return (statement.all(params) as DeadLetterRow[]).map((row) =>
-        decodeDeadLetter({ ...row, deadAt: row.dead_at }, this.#file),
-      );
+      const select = query.preview !== undefined ? 'preview' : 'all';
+      if (query.preview !== undefined) params.preview = query.preview;
+      const statement = this.#read.deadLetterList({ prefix, after: query.after !== undefined, select });
+      return (statement.all(params) as DeadLetterRow[]).map((row) => {
+        const dead = decodeDeadLetter({ ...row, deadAt: row.dead_at }, this.#file);
+        const preview = decodePreview(
+          row.data_text,
+          row.data_cut,
+          `${this.#file}: dead letter ${JSON.stringify(row.key)}`,
+        );
+        if (preview) dead.dataPreview = preview;
+        return dead;
+      });
+    });
+  }
+
+  /** How many dead letters there are (under a prefix), up to the limit: keys only, on the key's index. */
+  countDeadLetters(query: { prefix?: string; limit: number }): Promise<number> {
+    return this.#connection.read('count dead letters', () => {
+      const params: Record<string, unknown> = { limit: query.limit };
+      const prefix = prefixRange(query.prefix, params);
+      const statement = this.#read.deadLetterList({ prefix, after: false, select: 'count' });
+      return Number((statement.get(params) as { n: number }).n);
     });
   }
 }

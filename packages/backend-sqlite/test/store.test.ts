@@ -3,7 +3,7 @@ import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { createSqliteBackend } from '../src/index.js';
 import { prefixUpperBound } from '../src/sql/prefix.js';
-import { listQuery, storeQueries } from '../src/sql/queries.js';
+import { deadLetterListQuery, listQuery, storeQueries } from '../src/sql/queries.js';
 import { tables } from '../src/sql/tables.js';
 import { tempFiles } from './fixtures/temp.js';
 
@@ -41,12 +41,33 @@ describe('the SQLite store driver', () => {
     for (const order of ['at', 'due'] as const)
       for (const through of [false, true])
         for (const after of [false, true])
-          for (const heads of [false, true]) {
-            const shape = { order, through, after, prefix: 'none', recurring: false, heads } as const;
+          for (const select of ['all', 'heads', 'preview', 'count'] as const) {
+            const shape = { order, through, after, prefix: 'none', recurring: false, select } as const;
             const detail = plan(db, listQuery(tables('duetime_'), shape));
             expect(detail).toMatch(order === 'at' ? /duetime_schedules_at/ : /duetime_schedules_due/);
             expect(detail).not.toMatch(/TEMP B-TREE/);
+            // A count walks the index alone: no row (no message) is read.
+            if (select === 'count') expect(detail).toMatch(/USING COVERING INDEX/);
           }
+    for (const prefix of ['none', 'range'] as const) {
+      const count = plan(
+        db,
+        deadLetterListQuery(tables('duetime_'), { prefix, after: false, select: 'count' }),
+      );
+      expect(count).toMatch(/USING COVERING INDEX sqlite_autoindex_duetime_dead_letters_1/);
+      const schedules = plan(
+        db,
+        listQuery(tables('duetime_'), {
+          order: 'key',
+          through: false,
+          after: false,
+          prefix,
+          recurring: false,
+          select: 'count',
+        }),
+      );
+      expect(schedules).toMatch(/USING COVERING INDEX sqlite_autoindex_duetime_schedules_1/);
+    }
     expect(plan(db, `DELETE FROM duetime_schedules WHERE key >= @lo AND key < @hi`)).toMatch(
       /USING INDEX sqlite_autoindex_duetime_schedules_1 \(key>\? AND key<\?\)/,
     );

@@ -3,6 +3,15 @@ import type { Tables } from './tables.js';
 const COLUMNS = 'key, at, due_at, version, attempts, message, last_error, recurrence';
 const HEADS = 'key, at, due_at, version, attempts';
 const DEAD_COLUMNS = 'key, version, at, message, attempts, error, dead_at';
+/**
+ * A page for display (`@preview` characters of data): the message without its data, and the data's JSON
+ * text cut by SQLite (`substr` counts characters) with whether it was cut; the JSON text of a larger data
+ * value never reaches the application.
+ */
+const PREVIEW = `json_remove(message, '$.data') AS message, substr(message -> '$.data', 1, @preview) AS data_text,
+  length(message -> '$.data') > @preview AS data_cut`;
+const PREVIEW_COLUMNS = `key, at, due_at, version, attempts, ${PREVIEW}, last_error, recurrence`;
+const DEAD_PREVIEW_COLUMNS = `key, version, at, ${PREVIEW}, attempts, error, dead_at`;
 
 /** Every fixed statement of the store, by name. Table names come from a validated prefix; values are bound. */
 export function storeQueries(t: Tables) {
@@ -63,7 +72,11 @@ export interface ListShape {
   after: boolean;
   /** Filter on the recurring flag (`@recurring`). */
   recurring: boolean;
-  heads: boolean;
+  /**
+   * What is read: whole schedules, heads (no payload), schedules with their data cut at `@preview`, or
+   * nothing but the count of the matching rows (up to `@limit`, on the order's index).
+   */
+  select: 'all' | 'heads' | 'preview' | 'count';
 }
 
 /** `listSchedules`: in the order's index, with keyset paging by a row-value comparison. */
@@ -76,18 +89,29 @@ export function listQuery(t: Tables, shape: ListShape): string {
   if (shape.after)
     where.push(shape.order === 'key' ? 'key > @afterKey' : `(${instant}, key) > (@afterAt, @afterKey)`);
   const order = shape.order === 'key' ? 'key' : `${instant}, key`;
-  return `SELECT ${shape.heads ? HEADS : COLUMNS} FROM ${t.schedules}${
+  const columns = { all: COLUMNS, heads: HEADS, preview: PREVIEW_COLUMNS, count: '1' }[shape.select];
+  const text = `SELECT ${columns} FROM ${t.schedules}${
     where.length > 0 ? ` WHERE ${where.join(' AND ')}` : ''
   } ORDER BY ${order} LIMIT @limit`;
+  return shape.select === 'count' ? `SELECT count(*) AS n FROM (${text})` : text;
+}
+
+/** The shape of a `listDeadLetters` query (or of a count, up to `@limit`, on the key's index). */
+export interface DeadLetterShape {
+  prefix: PrefixShape;
+  after: boolean;
+  select: 'all' | 'preview' | 'count';
 }
 
 /** `listDeadLetters`: by key, with a literal prefix and keyset paging. */
-export function deadLetterListQuery(t: Tables, shape: { prefix: PrefixShape; after: boolean }): string {
+export function deadLetterListQuery(t: Tables, shape: DeadLetterShape): string {
   const where = prefixWhere(shape.prefix);
   if (shape.after) where.push('key > @after');
-  return `SELECT ${DEAD_COLUMNS} FROM ${t.deadLetters}${
+  const columns = { all: DEAD_COLUMNS, preview: DEAD_PREVIEW_COLUMNS, count: '1' }[shape.select];
+  const text = `SELECT ${columns} FROM ${t.deadLetters}${
     where.length > 0 ? ` WHERE ${where.join(' AND ')}` : ''
   } ORDER BY key LIMIT @limit`;
+  return shape.select === 'count' ? `SELECT count(*) AS n FROM (${text})` : text;
 }
 
 function prefixWhere(prefix: PrefixShape): string[] {
