@@ -1,3 +1,4 @@
+import { connect as connectTcp, createServer, type Server, type Socket } from 'node:net';
 import { freshNamespace, waitFor } from '@duetime/conformance';
 import { type Backend, type Message, type Schedule, silentLogger } from '@duetime/core';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -134,4 +135,113 @@ describe('nats due index recovery', () => {
     const { adapter: fresh } = await adapterOf(namespace);
     expect((await peek(fresh)).map((s) => s.key).sort()).toEqual(['kept/1', 'lost/1']);
   }, 60_000);
+});
+
+/**
+ * A TCP relay in front of the store's server that, once armed, passes `bytes` more bytes of the server's
+ * answers and then cuts every connection (new ones pass, so the client reconnects).
+ */
+class CuttingRelay {
+  readonly #server: Server;
+  readonly #sockets = new Set<Socket>();
+  #armed: number | undefined;
+  cuts = 0;
+
+  private constructor(server: Server) {
+    this.#server = server;
+  }
+
+  static async start(upstream: URL): Promise<CuttingRelay> {
+    const server = createServer();
+    const relay = new CuttingRelay(server);
+    server.on('connection', (client) => relay.#relay(client, upstream));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return relay;
+  }
+
+  get url(): string {
+    const address = this.#server.address();
+    if (!address || typeof address === 'string') throw new Error('the relay is not listening');
+    return `nats://127.0.0.1:${address.port}`;
+  }
+
+  /** Passes `bytes` more bytes of answers, then cuts every connection. */
+  arm(bytes: number): void {
+    this.#armed = bytes;
+  }
+
+  #relay(client: Socket, upstream: URL): void {
+    const server = connectTcp(Number(upstream.port), upstream.hostname);
+    this.#sockets.add(client).add(server);
+    const end = () => {
+      client.destroy();
+      server.destroy();
+      this.#sockets.delete(client);
+      this.#sockets.delete(server);
+    };
+    client.on('data', (chunk) => server.write(chunk));
+    server.on('data', (chunk: Buffer) => {
+      if (this.#armed === undefined) return void client.write(chunk);
+      if (chunk.length < this.#armed) {
+        this.#armed -= chunk.length;
+        return void client.write(chunk);
+      }
+      client.write(chunk.subarray(0, this.#armed), () => {
+        this.#armed = undefined;
+        this.cuts++;
+        for (const socket of this.#sockets) socket.destroy();
+        this.#sockets.clear();
+      });
+    });
+    client.on('error', end).on('close', end);
+    server.on('error', end).on('close', end);
+  }
+
+  async close(): Promise<void> {
+    for (const socket of this.#sockets) socket.destroy();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+}
+
+describe('nats reads across a connection cut', () => {
+  afterAll(deleteOpened, 60_000);
+
+  it('a batch read whose answer is cut off after its first messages is sent again: whole, never partial, never waited for forever', async () => {
+    const namespace = freshNamespace();
+    const backend = await openOn(NATS_STORE_URL, namespace);
+    const relay = await CuttingRelay.start(new URL(NATS_STORE_URL));
+    const nc = await connectNats(relay.url);
+    try {
+      const io = await NatsIo.open(nc, 2000);
+      const l = layout(namespace);
+      // An answer of about 1.3 MB: many TCP chunks, so a cut after 200 kB leaves the client a few
+      // messages and no end of batch.
+      const subject = `${namespace}.q.1.1`;
+      const body = JSON.stringify([['x'.repeat(64_000), 0]]);
+      for (let i = 0; i < 20; i++) await io.publish(subject, body);
+      relay.arm(200_000);
+      const read = io.range(l.storeStream, subject, 1, 1000);
+      let result: { messages: unknown[] } | undefined;
+      let failure: unknown;
+      read.then(
+        (r) => {
+          result = r;
+        },
+        (error: unknown) => {
+          failure = error;
+        },
+      );
+      await waitFor('the cut read to end', () => result !== undefined || failure !== undefined, {
+        timeoutMs: 60_000,
+        intervalMs: 50,
+      });
+      expect(relay.cuts).toBe(1);
+      expect(failure).toBeUndefined();
+      expect(result?.messages).toHaveLength(20);
+    } finally {
+      await nc.close();
+      await relay.close();
+      await backend.close();
+    }
+  }, 90_000);
 });
