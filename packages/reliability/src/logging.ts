@@ -32,6 +32,8 @@ export class ErrorTally implements Logger {
   readonly untyped: string[] = [];
   /** Other warnings and errors logged (by backends, about their connections). */
   logged = 0;
+  /** Those, by message. */
+  readonly warnings = new Map<string, number>();
   /** Errors of the application's own SQL on `tx.sql` (the driver's, by design). */
   application = 0;
 
@@ -40,7 +42,10 @@ export class ErrorTally implements Logger {
 
   warn(message: string, fields?: Record<string, unknown>): void {
     if (API_FAILURES.has(message)) this.note(fields?.error, message);
-    else this.logged++;
+    else {
+      this.logged++;
+      this.warnings.set(message, (this.warnings.get(message) ?? 0) + 1);
+    }
   }
 
   error(message: string, fields?: Record<string, unknown>): void {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { AuditFigures } from '../src/audit.js';
 import { saturateCpu } from '../src/cpu-hog.js';
 import { SIZES, selectedBackends } from '../src/mode.js';
-import { auditedOutageRun } from '../src/outage-audit.js';
+import { auditedOutageRun, dueIndexRepairs } from '../src/outage-audit.js';
 import { runSeed } from '../src/random.js';
 import { recordResult } from '../src/results.js';
 import { assertServiceUp, BACKENDS } from '../src/targets.js';
@@ -76,6 +76,7 @@ if (SIZES.outageLoop > 0 && selectedBackends(BACKENDS).includes('nats'))
         let schedules = 0;
         let delivered = 0;
         let ticks = 0;
+        let repairs = 0;
         for (let i = 0; i < runs; i++) {
           const seed = (first + i) % 0x100000000;
           const hogged = i % 2 === 1;
@@ -97,6 +98,7 @@ if (SIZES.outageLoop > 0 && selectedBackends(BACKENDS).includes('nats'))
             schedules += figures.schedules;
             delivered += figures.delivered;
             ticks += figures.ticks;
+            repairs += dueIndexRepairs(run);
             if (Object.values(found).some((n) => n > 0))
               failed.push(`${label} seed ${seed}: ${JSON.stringify(found)}\n${figures.problems.join('\n')}`);
           } catch (error) {
@@ -113,7 +115,7 @@ if (SIZES.outageLoop > 0 && selectedBackends(BACKENDS).includes('nats'))
             totals,
           )
             .map(([k, v]) => `${k} ${v}`)
-            .join(', ')}, runs failing ${failed.length}`,
+            .join(', ')}, due-index repairs ${repairs}, runs failing ${failed.length}`,
         );
         recordResult('outage-loop', 'nats', first, {
           runs,
@@ -122,6 +124,7 @@ if (SIZES.outageLoop > 0 && selectedBackends(BACKENDS).includes('nats'))
           delivered,
           ticks,
           ...totals,
+          dueIndexRepairs: repairs,
           failingRuns: failed.length,
         });
         expect(failed, failed.join('\n\n')).toEqual([]);
