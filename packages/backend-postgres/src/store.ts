@@ -16,73 +16,38 @@ import {
   type EventFields,
   InvalidArgumentError,
   type ListQuery,
-  refuseTransactionControl,
   type Schedule,
   type ScheduleHead,
   type StoreAdapter,
   systemClock,
-  type Unit,
   type WatchEvent,
   type Write,
 } from '@duetime/core';
 import type pg from 'pg';
 import type { CheckedOutClient, Connection, PostgresExecutor } from './connection.js';
-import { sqlState } from './errors.js';
 import type { ChangeNotifier } from './notifications.js';
+import { partSavepoint, runPart } from './parts.js';
 import { deadLetterSql } from './sql/dead-letters.js';
 import { eventSql } from './sql/events.js';
 import { quoteIdent } from './sql/ident.js';
 import { type ScheduleRow, scheduleSql } from './sql/schedules.js';
 import { PG_MIN_TIME, pgTimestamp } from './sql/time.js';
+import {
+  BEGIN,
+  control,
+  guardSql,
+  IN_FAILED_TRANSACTION,
+  JOIN,
+  NO_TRANSACTION,
+  oneStatement,
+  type PostgresUnit,
+  refusal,
+  sqlStateOf,
+  transactionStatus,
+} from './unit.js';
 import { type Statements, Writer } from './writes.js';
 
-/**
- * Every transaction starts at READ COMMITTED whatever the server's default, because that is the level
- * duetime's statements are written for; the application may still raise it with
- * `SET TRANSACTION ISOLATION LEVEL …` as the first statement on `tx.sql`.
- */
-const BEGIN = 'BEGIN ISOLATION LEVEL READ COMMITTED';
-const PART = 'duetime_part';
-const JOIN = 'duetime_join';
-/** SQLSTATE of a statement sent in an aborted transaction, and of a savepoint outside any. */
-const IN_FAILED_TRANSACTION = '25P02';
-const NO_TRANSACTION = '25P01';
-const ABORTED =
-  'a statement inside the part failed (an error caught inside the processor) and aborted the transaction';
-
-/** A unit of work: a transaction on a connection of its own (or the application's), and its claims. */
-export interface PostgresUnit extends Unit<pg.PoolClient> {
-  readonly sql?: pg.PoolClient;
-  readonly claimed?: readonly Claimed[];
-  /** Who holds the claims (`claim_owner`). */
-  readonly owner: string;
-  /** The connection checked out for this unit (none for a joined one, or a claim that found nothing). */
-  readonly out?: CheckedOutClient;
-  /** The connection the unit's statements go to. */
-  readonly client?: pg.ClientBase;
-  readonly writer?: Writer;
-  /** A unit on the application's transaction (`join`): ends with a savepoint, never with COMMIT. */
-  readonly joined: boolean;
-  /** A joined unit's executor: every statement, transaction control included, goes through it. */
-  readonly exec?: PostgresExecutor;
-  /** Whether BEGIN went out (it waits for the first statement, so a transaction that only puts is one). */
-  begun: boolean;
-  /**
-   * A joined unit: whether its savepoint went out. It waits for the first statement, and a join whose
-   * writes are one statement takes none (see `commit`).
-   */
-  saved: boolean;
-  /**
-   * The processor part running now, when parts take their savepoint lazily (a client that reports its
-   * transaction status): `saved` once its savepoint went out, ahead of its first statement.
-   */
-  part?: { saved: boolean };
-  /** Whether a savepoint of an earlier part is still open: the next part's releases it, or COMMIT does. */
-  held?: boolean;
-  /** A failure of BEGIN queued ahead of the application's statements, reported by the commit. */
-  failure?: unknown;
-  ended: boolean;
-}
+export type { PostgresUnit };
 
 /**
  * The store adapter on PostgreSQL, interactive: each unit is a transaction at READ COMMITTED, made safe by
@@ -165,7 +130,7 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
       sql: guardSql(client, () => {
         if (unit.part) {
           if (!unit.part.saved)
-            this.#partSavepoint(unit).catch((error: unknown) => {
+            partSavepoint(unit).catch((error: unknown) => {
               unit.failure ??= error;
             });
           return;
@@ -219,119 +184,26 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     if (unit.joined) return this.#save(unit);
     if (!unit.begun) {
       unit.begun = true;
-      await this.#control(unit, 'begin transaction', BEGIN);
+      await control(this.#connection, unit, 'begin transaction', BEGIN);
     }
     if (unit.part && !unit.part.saved) {
       try {
-        await this.#partSavepoint(unit);
+        await partSavepoint(unit);
       } catch (error) {
         throw this.#connection.error(error, 'start a delivery part');
       }
     }
   }
 
-  /**
-   * Takes the running part's savepoint, releasing an earlier part's in the same round trip (one simple
-   * query). Sent at once, so it goes out ahead of the statement that asked for it.
-   */
-  #partSavepoint(unit: PostgresUnit): Promise<unknown> {
-    unit.part!.saved = true;
-    const text = unit.held ? `RELEASE SAVEPOINT ${PART}; SAVEPOINT ${PART}` : `SAVEPOINT ${PART}`;
-    unit.held = true;
-    return unit.client!.query(text);
-  }
-
-  /** Sends transaction control (several statements: the simple protocol, no parameters). */
-  async #control(unit: PostgresUnit, operation: string, text: string): Promise<pg.QueryResult> {
-    this.#connection.check();
-    if (unit.exec) {
-      // An executor runs one statement at a time.
-      const exec = unit.exec;
-      let last: pg.QueryResult | undefined;
-      for (const statement of text.split('; '))
-        last = (await this.#connection.query(operation, statement, [], exec)) as unknown as pg.QueryResult;
-      return last!;
-    }
-    try {
-      const result = (await unit.client!.query(text)) as pg.QueryResult | pg.QueryResult[];
-      return Array.isArray(result) ? result[result.length - 1]! : result;
-    } catch (error) {
-      throw this.#connection.error(error, operation);
-    }
+  /** Runs one processor under a savepoint (see parts.ts). */
+  async part<T>(unit: PostgresUnit, fn: () => Promise<T>): Promise<T> {
+    await this.#begin(unit);
+    return runPart(this.#connection, unit, fn);
   }
 
   async write(unit: PostgresUnit, writes: readonly Write[]): Promise<number[]> {
     await this.#begin(unit);
     return unit.writer!.apply(writes);
-  }
-
-  /**
-   * Runs one processor under a savepoint. On a client that reports its transaction status (node-postgres
-   * 8.21 and later) the savepoint waits for the part's first statement, a part that sends none takes
-   * none, and a part that ends well is not released on its own: the next part's savepoint releases it
-   * in the same round trip, or COMMIT does. Whether it ended well is the client's status, `T`, read
-   * without a round trip when the client is settled; otherwise (a failed statement whose error the
-   * processor caught, a statement still in flight) the savepoint is released as before, and a failed
-   * part rolled back to it.
-   */
-  async part<T>(unit: PostgresUnit, fn: () => Promise<T>): Promise<T> {
-    await this.#begin(unit);
-    const status = transactionStatus(unit.client);
-    if (status === undefined) return this.#eagerPart(unit, fn);
-    const part = { saved: false };
-    unit.part = part;
-    let result: T;
-    try {
-      result = await fn();
-    } catch (error) {
-      unit.part = undefined;
-      if (part.saved) await this.#undoPart(unit);
-      throw error;
-    }
-    unit.part = undefined;
-    if (!part.saved) return result;
-    // Known good only when the client has its answer to every statement (the status comes with the
-    // server's ready message, which may arrive after an error the processor already caught): otherwise
-    // the savepoint is released the old way, whose failure tells.
-    if (settledStatus(unit.client) === 'T') return result;
-    unit.held = false;
-    await this.#releasePart(unit);
-    return result;
-  }
-
-  /** Releases the part's savepoint; a part whose statement failed is rolled back to it and refused. */
-  async #releasePart(unit: PostgresUnit): Promise<void> {
-    try {
-      await unit.client!.query(`RELEASE SAVEPOINT ${PART}`);
-    } catch (error) {
-      if (sqlState(error) !== IN_FAILED_TRANSACTION)
-        throw this.#connection.error(error, 'end a delivery part');
-      await this.#undoPart(unit);
-      throw new BackendError('end a delivery part', ABORTED, { cause: error });
-    }
-  }
-
-  async #undoPart(unit: PostgresUnit): Promise<void> {
-    unit.held = false;
-    await this.#control(
-      unit,
-      'undo a delivery part',
-      `ROLLBACK TO SAVEPOINT ${PART}; RELEASE SAVEPOINT ${PART}`,
-    );
-  }
-
-  /** A part on a client that cannot report its transaction status: a savepoint taken and released around it. */
-  async #eagerPart<T>(unit: PostgresUnit, fn: () => Promise<T>): Promise<T> {
-    await this.#control(unit, 'start a delivery part', `SAVEPOINT ${PART}`);
-    let result: T;
-    try {
-      result = await fn();
-    } catch (error) {
-      await this.#undoPart(unit);
-      throw error;
-    }
-    await this.#releasePart(unit);
-    return result;
   }
 
   async commit(unit: PostgresUnit, changes: Changes): Promise<void> {
@@ -365,7 +237,7 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
         unit.ended = true;
         return;
       }
-      const result = await this.#control(unit, operation, 'COMMIT');
+      const result = await control(this.#connection, unit, operation, 'COMMIT');
       unit.ended = true;
       unit.out!.release(false);
       // PostgreSQL answers COMMIT of a transaction already aborted by an error (one the application caught
@@ -402,7 +274,8 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     try {
       if (unit.joined) {
         if (!unit.saved) return;
-        await this.#control(
+        await control(
+          this.#connection,
           unit,
           'undo the joined writes',
           `ROLLBACK TO SAVEPOINT ${JOIN}; RELEASE SAVEPOINT ${JOIN}`,
@@ -569,91 +442,4 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
   watch(listener: (event: WatchEvent) => void): () => void {
     return this.#notifier.watch(listener);
   }
-}
-
-/**
- * `tx.sql`: the unit's pg client, whose `query` refuses transaction control (BEGIN, COMMIT, ROLLBACK, …:
- * they would end duetime's transaction under it) and queues the unit's BEGIN ahead of the first
- * statement. Everything else is the client's own.
- */
-function guardSql(client: pg.ClientBase, beforeQuery: () => void): pg.ClientBase {
-  const query = (...args: unknown[]) => {
-    const first = args[0] as string | { text?: unknown } | undefined;
-    const text = typeof first === 'string' ? first : first?.text;
-    try {
-      if (typeof text === 'string') refuseTransactionControl(text);
-    } catch (error) {
-      // Reported the way pg reports a failed query: to the callback, or as a rejected promise.
-      const callback = args.at(-1);
-      if (typeof callback !== 'function') return Promise.reject(error);
-      queueMicrotask(() => (callback as (error: unknown) => void)(error));
-      return undefined;
-    }
-    beforeQuery();
-    return (client.query as (...a: unknown[]) => unknown)(...args);
-  };
-  return new Proxy(client, {
-    get(target, property) {
-      if (property === 'query') return query;
-      const value = Reflect.get(target, property, target);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
-}
-
-/** Whether the changes are at most one statement: puts of distinct keys, no settlements. */
-function oneStatement(changes: Changes): boolean {
-  if (changes.settlements.length > 0) return false;
-  const steps = Writer.plan(changes.writes);
-  return steps.length === 0 || (steps.length === 1 && 'keys' in steps[0]!);
-}
-
-/**
- * A joined handle's transaction state, known without a round trip: `T` inside a transaction, `I` outside
- * any, `E` in a failed one; undefined when the handle cannot tell. An executor tells through
- * `inTransaction()`; a node-postgres client through `getTransactionStatus()` (pg 8.12 and later).
- */
-function transactionStatus(handle: unknown): 'T' | 'I' | 'E' | undefined {
-  const h = handle as { inTransaction?: unknown; getTransactionStatus?: unknown };
-  if (typeof h.inTransaction === 'function') {
-    const inside = (h.inTransaction as () => unknown).call(handle);
-    return inside === true ? 'T' : inside === false ? 'I' : undefined;
-  }
-  if (typeof h.getTransactionStatus === 'function') {
-    const status = (h.getTransactionStatus as () => unknown).call(handle);
-    return status === 'T' || status === 'I' || status === 'E' ? status : undefined;
-  }
-  return undefined;
-}
-
-/**
- * A node-postgres client's transaction status when it is settled: the client has the server's ready
- * message for its last statement and nothing in flight (`readyForQuery`); undefined otherwise.
- */
-function settledStatus(client: pg.ClientBase | undefined): string | undefined {
-  if ((client as { readyForQuery?: unknown } | undefined)?.readyForQuery !== true) return undefined;
-  return transactionStatus(client);
-}
-
-function refusal(state: string): InvalidArgumentError {
-  return new InvalidArgumentError(
-    'handle',
-    '(transaction handle)',
-    state === NO_TRANSACTION
-      ? 'is not inside a transaction: begin one first (send BEGIN on a pg client)'
-      : 'is inside a transaction that failed on an earlier statement',
-  );
-}
-
-/**
- * The SQLSTATE of an error as the application's library reports it: node-postgres and postgres.js keep
- * it as `code`; TypeORM and Knex wrap the driver's error (`driverError`, `cause`).
- */
-function sqlStateOf(error: unknown): string | undefined {
-  for (let e = error as Record<string, unknown> | undefined, depth = 0; e && depth < 4; depth++) {
-    const state = sqlState(e) ?? e.code;
-    if (typeof state === 'string' && /^[0-9A-Z]{5}$/.test(state)) return state;
-    e = (e.driverError ?? e.cause ?? e.originalError) as Record<string, unknown> | undefined;
-  }
-  return undefined;
 }
