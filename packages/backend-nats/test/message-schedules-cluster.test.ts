@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectNats } from '../src/index.js';
 import { NatsIo } from '../src/io.js';
 import { NATS_CLUSTER_URLS } from './adapter-cluster.js';
-import { distribution, FireLog, oneShot, scheduleStream } from './schedules.js';
+import { claimConsumer, distribution, FireLog, fetchClaims, oneShot, scheduleStream } from './schedules.js';
 
 // JetStream message schedules on a stream with three replicas (the shared NATS 2.15 cluster) while its
 // leader changes (`$JS.API.STREAM.LEADER.STEPDOWN.<stream>`). See docs/nats-message-schedules.md.
@@ -92,5 +92,45 @@ describe('JetStream message schedules on a replicated stream whose leader change
       `R3 stream, leader ${first.before} -> ${first.after} before the first due instant, ${second.before} -> ${second.after} after ` +
         `${firedBefore} fires: 150 schedules fired ${distribution(late).text} after their instant, none twice`,
     );
+  }, 120_000);
+
+  it('(f) keeps the claims of a consumer across its leader change: unacknowledged fires are delivered again, acknowledged ones are not', async () => {
+    const durable = 'claims';
+    const consumer = await claimConsumer(nc, stream, `${stream}.claimed.>`, durable, 2000);
+    const names = ['acked', 'held-1', 'held-2'];
+    for (const name of names)
+      await io.publish(`${stream}.sched.claim-${name}`, name, {
+        headers: oneShot(Date.now() + 200, `${stream}.claimed.${name}`),
+      });
+    const first = await fetchClaims(consumer, 3);
+    expect(first.map((m) => m.string()).sort()).toEqual(names);
+    expect(await first.find((m) => m.string() === 'acked')?.ackAck()).toBe(true);
+
+    const consumerLeader = async () => (await io.jsm.consumers.info(stream, durable)).cluster?.leader;
+    const before = await consumerLeader();
+    await waitFor(
+      'the consumer leader to accept a stepdown',
+      async () => {
+        const reply = await nc.request(`$JS.API.CONSUMER.LEADER.STEPDOWN.${stream}.${durable}`, '', {
+          timeout: 10_000,
+        });
+        return reply.json<{ success?: boolean }>().success === true;
+      },
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+    await waitFor(
+      'a new consumer leader',
+      async () => {
+        const now = await consumerLeader();
+        return now !== undefined && now !== before;
+      },
+      { timeoutMs: 30_000, intervalMs: 50 },
+    );
+
+    const again = await fetchClaims(consumer, 2, 60_000);
+    expect(again.map((m) => m.string()).sort()).toEqual(['held-1', 'held-2']);
+    for (const m of again) expect(m.info.deliveryCount).toBe(2);
+    for (const m of again) expect(await m.ackAck()).toBe(true);
+    expect((await io.jsm.consumers.info(stream, durable)).num_ack_pending).toBe(0);
   }, 120_000);
 });

@@ -4,7 +4,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connectNats } from '../src/index.js';
 import { NatsIo } from '../src/io.js';
-import { distribution, FireLog, oneShot, scheduleStream } from './schedules.js';
+import { claimConsumer, distribution, FireLog, fetchClaims, oneShot, scheduleStream } from './schedules.js';
 
 // JetStream message schedules across a crash of the server (SIGKILL, then a start on the same store), on a
 // NATS 2.15 server of the test's own: the shared one cannot be stopped. See docs/nats-message-schedules.md.
@@ -68,5 +68,55 @@ describe('JetStream message schedules across a server crash and restart', () => 
         `the ${overdue.length} schedules due during the outage fired ${distribution(overdue).text} after the server answered; ` +
         `those due after it fired ${distribution(late).text} after their instant`,
     );
+  }, 120_000);
+
+  it('(e) keeps the claims of a consumer across a crash: unacknowledged fires come again; an acknowledgement made just before the crash may not have been kept', async () => {
+    server = await PrivateNatsServer.start({ binary: newerNatsServerBinary() });
+    nc = await connectNats(server.url, { reconnectTimeWaitMs: 100 });
+    const io = await NatsIo.open(nc, 5000);
+    const stream = 'CLAIMS';
+    await scheduleStream(await jetstreamManager(nc), stream);
+    const consumer = await claimConsumer(nc, stream, `${stream}.fire.>`, 'claims', 2000);
+    const names = ['acked-early', 'acked-late', 'held-1', 'held-2'];
+    for (const name of names)
+      await io.publish(`${stream}.sched.${name}`, name, {
+        headers: oneShot(Date.now() + 200, `${stream}.fire.${name}`),
+      });
+    const first = await fetchClaims(consumer, names.length);
+    expect(first.map((m) => m.string()).sort()).toEqual(names);
+    const byName = (name: string) => first.find((m) => m.string() === name);
+    expect(await byName('acked-early')?.ackAck()).toBe(true);
+    // The server writes a consumer's acknowledgements to its store shortly after it confirms them.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(await byName('acked-late')?.ackAck()).toBe(true);
+    await server.kill();
+    await server.restart(500);
+
+    // Everything delivered again comes once ack_wait lapsed; read for two more ack_waits.
+    const again = new Map<string, number>();
+    const settled = Date.now() + 6000;
+    const hardDeadline = Date.now() + 60_000;
+    const heldBack = () => again.has('held-1') && again.has('held-2');
+    while ((Date.now() < settled || !heldBack()) && Date.now() < hardDeadline)
+      try {
+        for await (const m of await consumer.fetch({ max_messages: 4, expires: 1000 })) {
+          again.set(m.string(), m.info.deliveryCount);
+          m.ack();
+        }
+      } catch {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    // Unacknowledged claims come again, and their delivery count survived the crash.
+    expect(again.get('held-1')).toBe(2);
+    expect(again.get('held-2')).toBe(2);
+    // An acknowledgement kept for 1.5 s holds.
+    expect(again.has('acked-early')).toBe(false);
+    // One the server confirmed right before it was killed is delivered again in some runs (here: 5 of 9,
+    // with the kill within 20 ms of the confirmation; never with 100 ms or more between them): the server
+    // had not written it yet. A confirmed acknowledgement is no durable consumption.
+    console.log(
+      `after a crash, the fire acknowledged (and confirmed) right before it was ${again.has('acked-late') ? 'delivered again' : 'not delivered again'}`,
+    );
+    expect([undefined, 2]).toContain(again.get('acked-late'));
   }, 120_000);
 });

@@ -5,6 +5,7 @@ import {
   type ConsumerMessages,
   DeliverPolicy,
   type JetStreamManager,
+  type JsMsg,
   jetstream,
   jetstreamManager,
   StorageType,
@@ -155,4 +156,39 @@ export function distribution(values: readonly number[]): {
   const max = sorted.at(-1) ?? Number.NaN;
   const ms = (v: number) => `${v.toFixed(1)} ms`;
   return { p50, p99, max, text: `p50 ${ms(p50)}, p99 ${ms(p99)}, max ${ms(max)} (n=${sorted.length})` };
+}
+
+/**
+ * A durable consumer of `filter` holding what it gets as claims: fetched, not acknowledged (redelivered
+ * after `ackWaitMs` unless acknowledged or kept in progress).
+ */
+export async function claimConsumer(
+  nc: NatsConnection,
+  stream: string,
+  filter: string,
+  durable: string,
+  ackWaitMs: number,
+): Promise<Consumer> {
+  await (await jetstreamManager(nc)).consumers.add(stream, {
+    durable_name: durable,
+    ack_policy: AckPolicy.Explicit,
+    ack_wait: ackWaitMs * 1_000_000,
+    filter_subject: filter,
+  });
+  return jetstream(nc).consumers.get(stream, durable);
+}
+
+/** Fetches from `consumer` until `count` messages came, acknowledging none (failed fetches are retried). */
+export async function fetchClaims(consumer: Consumer, count: number, timeoutMs = 30_000): Promise<JsMsg[]> {
+  const got: JsMsg[] = [];
+  await waitFor(
+    `${count} deliveries`,
+    async () => {
+      for await (const m of await consumer.fetch({ max_messages: count - got.length, expires: 1000 }))
+        got.push(m);
+      return got.length >= count;
+    },
+    { timeoutMs, intervalMs: 50 },
+  );
+  return got;
 }
