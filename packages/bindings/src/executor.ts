@@ -10,6 +10,58 @@ export function refuse(handle: unknown, expected: string): never {
   throw new InvalidArgumentError('handle', describe(handle), `must be ${expected}`);
 }
 
+/** What the processor direction (`toDrizzle`, `toKysely`, …) expects, in its refusals. */
+const DELIVERY_CLIENT = "the delivery transaction's client (tx.sql on the PostgreSQL backend)";
+
+/**
+ * The delivery transaction's node-postgres client (`tx.sql` in a processor on the PostgreSQL backend),
+ * refused with an `InvalidArgumentError` naming `handle` when it is not a client.
+ */
+export function deliveryClient<T>(client: T): T {
+  if (typeof (client as { query?: unknown } | null)?.query !== 'function') refuse(client, DELIVERY_CLIENT);
+  // A pool runs each statement on whichever connection is free, outside the delivery's transaction.
+  if (typeof (client as { totalCount?: unknown }).totalCount === 'number')
+    refuse(client, `${DELIVERY_CLIENT}, not a pg.Pool`);
+  return client;
+}
+
+/**
+ * The delivery's client as a pool's checked-out connection: every query runs on it, and `release()` gives
+ * nothing back to any pool (duetime ends the transaction and returns the client). For libraries that
+ * check a connection out of a pool for each query (Kysely, Prisma's pg adapter).
+ */
+export function pinned<T extends object>(client: T): T & { release(): void } {
+  return overriding(client, { release() {} });
+}
+
+/**
+ * `client` with some members replaced. A proxy, not a derived object: the client's other methods run on
+ * the client itself, whose state they change.
+ */
+export function overriding<T extends object, O extends object>(client: T, members: O): T & O {
+  return new Proxy(client, {
+    get(target, property) {
+      if (Object.hasOwn(members, property)) return (members as Record<PropertyKey, unknown>)[property];
+      const value = Reflect.get(target, property, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  }) as T & O;
+}
+
+const made = new WeakMap<object, Map<unknown, unknown>>();
+
+/**
+ * What `make` made for this delivery client and `key` (a library's options, a factory), made once while
+ * the client's transaction lasts: the messages of a batch share one transaction, and so what is made on
+ * its client. For libraries whose instances cost more than the query they run (Knex, Prisma).
+ */
+export function onceFor<T>(client: object, key: unknown, make: () => T): T {
+  const byKey = made.get(client) ?? new Map<unknown, unknown>();
+  made.set(client, byKey);
+  if (!byKey.has(key)) byKey.set(key, make());
+  return byKey.get(key) as T;
+}
+
 /** A short description of a value for an error message (never the whole object). */
 function describe(value: unknown): unknown {
   if (value === null || typeof value !== 'object') return value;

@@ -1,21 +1,16 @@
 import { InvalidArgumentError } from '@duetime/core';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { arraysAsLiterals, questionMarks } from '../src/executor.js';
-import { LIBRARIES, type Library, urlWithUser } from './libraries.js';
+import { LIBRARIES, type Library } from './libraries.js';
+import { reachablePool } from './server.js';
 
 const table = `bindings_probe_${process.pid}`;
 let admin: pg.Pool;
 
 beforeAll(async () => {
-  admin = new pg.Pool({ connectionString: urlWithUser(), max: 2 });
-  try {
-    await admin.query(`CREATE TABLE IF NOT EXISTS ${table} (id text PRIMARY KEY, n integer)`);
-  } catch (error) {
-    throw new Error(
-      `PostgreSQL is not reachable at ${urlWithUser()} (set DUETIME_PG_URL to use another server); start it with \`bash scripts/services.sh up\`: ${(error as Error).message}`,
-    );
-  }
+  admin = await reachablePool(2);
+  await admin.query(`CREATE TABLE IF NOT EXISTS ${table} (id text PRIMARY KEY, n integer)`);
 });
 
 afterAll(async () => {
@@ -60,6 +55,13 @@ describe.each(Object.keys(LIBRARIES))('the %s binding', (name) => {
     expect(result.updated.rowCount).toBe(2);
     expect(result.selected.rows).toEqual([{ c: 2, echo: `${prefix}%` }]);
     expect(await ids(prefix)).toEqual([`${prefix}a`, `${prefix}b`]);
+  });
+
+  it('passes dollar signs that are not parameters through unchanged ($$-quoted text, $name)', async () => {
+    const result = await library.transaction((executor) =>
+      executor.query(`SELECT $1::text AS p, '$$ $name a$b' AS s, $$it's$$ AS q, $tag$x$tag$ AS t`, ['v']),
+    );
+    expect(result.rows).toEqual([{ p: 'v', s: '$$ $name a$b', q: "it's", t: 'x' }]);
   });
 
   it('rolls back with the library: what went through the executor is gone, savepoints nest', async () => {

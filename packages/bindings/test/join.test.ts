@@ -1,45 +1,25 @@
-import { createPostgresBackend } from '@duetime/backend-postgres';
-import { Dispatcher, InvalidArgumentError } from '@duetime/core';
-import pg from 'pg';
+import { InvalidArgumentError } from '@duetime/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LIBRARIES, type Library, urlWithUser } from './libraries.js';
+import { LIBRARIES, type Library } from './libraries.js';
+import { dispatchUntil, useBackend } from './server.js';
 
 const HOUR = 3_600_000;
-const schema = `bindings_join_${process.pid}`;
 const expire = (id: string) => ({ type: 'order.expire', aggregateId: id });
 
-let pool: pg.Pool;
-let backend: Awaited<ReturnType<typeof createPostgresBackend>>;
-
-beforeAll(async () => {
-  pool = new pg.Pool({ connectionString: urlWithUser(), max: 8 });
-  try {
-    await pool.query('SELECT 1');
-  } catch (error) {
-    throw new Error(
-      `PostgreSQL is not reachable at ${urlWithUser()} (set DUETIME_PG_URL to use another server); start it with \`bash scripts/services.sh up\`: ${(error as Error).message}`,
-    );
-  }
-  backend = await createPostgresBackend({ pool }, { schema });
+const server = useBackend('bindings_join', async (pool, schema) => {
   await pool.query(`CREATE TABLE IF NOT EXISTS "${schema}".orders (id text PRIMARY KEY)`);
 });
 
-afterAll(async () => {
-  await backend?.close();
-  await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await pool.end();
-});
-
 async function orders(prefix: string): Promise<string[]> {
-  const { rows } = await pool.query<{ id: string }>(
-    `SELECT id FROM "${schema}".orders WHERE id LIKE $1 ORDER BY id`,
+  const { rows } = await server.pool.query<{ id: string }>(
+    `SELECT id FROM "${server.schema}".orders WHERE id LIKE $1 ORDER BY id`,
     [`${prefix}%`],
   );
   return rows.map((r) => r.id);
 }
 
 async function scheduled(prefix: string): Promise<string[]> {
-  return (await backend.store.pageSchedules({ prefix })).items.map((s) => s.key);
+  return (await server.backend.store.pageSchedules({ prefix })).items.map((s) => s.key);
 }
 
 describe.each(Object.keys(LIBRARIES))('store.join through the %s binding', (name) => {
@@ -53,8 +33,8 @@ describe.each(Object.keys(LIBRARIES))('store.join through the %s binding', (name
 
   it('commits the schedule with the application’s own row, and a dispatcher delivers it', async () => {
     await library.transaction(async (executor) => {
-      await executor.query(`INSERT INTO "${schema}".orders (id) VALUES ($1)`, [`${p}1`]);
-      await backend.store.join(executor, async (tx) => {
+      await executor.query(`INSERT INTO "${server.schema}".orders (id) VALUES ($1)`, [`${p}1`]);
+      await server.backend.store.join(executor, async (tx) => {
         await tx.schedule(`${p}1/expire`, new Date(Date.now() - 1), expire(`${p}1`));
         expect(await tx.loadSchedule(`${p}1/expire`)).toBeDefined();
       });
@@ -64,26 +44,23 @@ describe.each(Object.keys(LIBRARIES))('store.join through the %s binding', (name
     expect(await orders(`${p}1`)).toEqual([`${p}1`]);
     expect(await scheduled(`${p}1/`)).toEqual([`${p}1/expire`]);
     const seen: string[] = [];
-    const dispatcher = new Dispatcher({
-      store: backend.store,
-      rescanInterval: 100,
-      processor: async (_tx, _message, { schedule }) => {
-        if (schedule.key.startsWith(p)) seen.push(schedule.key);
+    await dispatchUntil(
+      server.backend,
+      {
+        processor: async (_tx, _message, { schedule }) => {
+          if (schedule.key.startsWith(p)) seen.push(schedule.key);
+        },
       },
-    });
-    const running = dispatcher.run();
-    const deadline = Date.now() + 20_000;
-    while (seen.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-    await dispatcher.drain();
-    await running;
+      () => seen.length > 0,
+    );
     expect(seen).toEqual([`${p}1/expire`]);
   });
 
   it('discards the schedule when the application rolls back, and undoes only its own writes when its function throws', async () => {
     await expect(
       library.transaction(async (executor) => {
-        await executor.query(`INSERT INTO "${schema}".orders (id) VALUES ($1)`, [`${p}2`]);
-        await backend.store.join(executor, (tx) =>
+        await executor.query(`INSERT INTO "${server.schema}".orders (id) VALUES ($1)`, [`${p}2`]);
+        await server.backend.store.join(executor, (tx) =>
           tx.schedule(`${p}2/expire`, new Date(Date.now() + HOUR), expire(`${p}2`)),
         );
         throw new Error('payment refused');
@@ -93,15 +70,15 @@ describe.each(Object.keys(LIBRARIES))('store.join through the %s binding', (name
     expect(await scheduled(`${p}2/`)).toEqual([]);
 
     await library.transaction(async (executor) => {
-      await executor.query(`INSERT INTO "${schema}".orders (id) VALUES ($1)`, [`${p}3`]);
+      await executor.query(`INSERT INTO "${server.schema}".orders (id) VALUES ($1)`, [`${p}3`]);
       await expect(
-        backend.store.join(executor, async (tx) => {
+        server.backend.store.join(executor, async (tx) => {
           await tx.schedule(`${p}3/expire`, new Date(Date.now() + HOUR), expire(`${p}3`));
           throw new Error('not this one');
         }),
       ).rejects.toThrow('not this one');
       // The application's transaction goes on.
-      await backend.store.join(executor, (tx) =>
+      await server.backend.store.join(executor, (tx) =>
         tx.schedule(`${p}3/remind`, new Date(Date.now() + HOUR), expire(`${p}3`)),
       );
     });
@@ -110,28 +87,28 @@ describe.each(Object.keys(LIBRARIES))('store.join through the %s binding', (name
   });
 
   it('cancels and replaces inside the application’s transaction, by key and by prefix', async () => {
-    await backend.store.transact(async (tx) => {
+    await server.backend.store.transact(async (tx) => {
       for (const k of ['a', 'b', 'c'])
         await tx.schedule(`${p}4/${k}`, new Date(Date.now() + HOUR), expire(k));
     });
     await library.transaction((executor) =>
-      backend.store.join(executor, async (tx) => {
+      server.backend.store.join(executor, async (tx) => {
         expect(await tx.cancelSchedule(`${p}4/a`)).toBe(true);
         await tx.schedule(`${p}4/b`, new Date(Date.now() + 2 * HOUR), expire('b2'));
         expect(await tx.cancelSchedulePrefix(`${p}4/c`)).toBe(1);
       }),
     );
-    const left = (await backend.store.pageSchedules({ prefix: `${p}4/` })).items;
+    const left = (await server.backend.store.pageSchedules({ prefix: `${p}4/` })).items;
     expect(left.map((s) => [s.key, s.message.aggregateId])).toEqual([[`${p}4/b`, 'b2']]);
   });
 });
 
 describe('store.join refusals', () => {
   it('refuses a pool or a client outside a transaction with an InvalidArgumentError naming handle', async () => {
-    const client = await pool.connect();
+    const client = await server.pool.connect();
     try {
-      for (const handle of [pool, client]) {
-        const error = await backend.store
+      for (const handle of [server.pool, client]) {
+        const error = await server.backend.store
           .join(handle, (tx) => tx.schedule('never', new Date(Date.now() + HOUR), expire('n')))
           .catch((e: unknown) => e);
         expect(error).toBeInstanceOf(InvalidArgumentError);
@@ -140,6 +117,6 @@ describe('store.join refusals', () => {
     } finally {
       client.release();
     }
-    expect(await backend.store.loadSchedule('never')).toBeUndefined();
+    expect(await server.backend.store.loadSchedule('never')).toBeUndefined();
   });
 });

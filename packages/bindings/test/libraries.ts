@@ -5,6 +5,7 @@ import knexFactory from 'knex';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import postgres from 'postgres';
+import { Sequelize } from 'sequelize';
 import { DataSource } from 'typeorm';
 import { fromDrizzle } from '../src/drizzle.js';
 import type { SqlExecutor } from '../src/executor.js';
@@ -13,6 +14,7 @@ import { fromKysely } from '../src/kysely.js';
 import { fromPg } from '../src/pg.js';
 import { fromPostgresJs } from '../src/postgres-js.js';
 import { fromPrisma } from '../src/prisma.js';
+import { fromSequelize } from '../src/sequelize.js';
 import { fromTypeORM } from '../src/typeorm.js';
 
 /** The server the tests use (trust auth, database `test`); DUETIME_PG_URL overrides it. */
@@ -144,6 +146,20 @@ export const LIBRARIES: Record<string, Opener> = {
       notTransactions: async () => [dataSource.manager, undefined],
       bind: (handle) => fromTypeORM(handle as never),
       close: () => dataSource.destroy(),
+    };
+  },
+  Sequelize: async () => {
+    const sequelize = new Sequelize(urlWithUser(), { dialect: 'postgres', logging: false, pool: { max: 4 } });
+    return {
+      name: 'Sequelize',
+      transaction: (fn) => sequelize.transaction((t) => fn(fromSequelize(t), t)),
+      async notTransactions() {
+        const finished = await sequelize.transaction();
+        await finished.rollback();
+        return [sequelize, finished, {}];
+      },
+      bind: (handle) => fromSequelize(handle as never),
+      close: () => sequelize.close(),
     };
   },
 };
