@@ -2,7 +2,7 @@ import { type SQL, sql } from 'drizzle-orm';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import type pg from 'pg';
 import type { SqlExecutor } from './executor.js';
-import { arraysAsLiterals, countOf, refuse, rowsOf } from './executor.js';
+import { arraysAsLiterals, countOf, deliveryClient, refuse, rowsOf } from './executor.js';
 
 /** The part of a Drizzle PostgreSQL transaction a binding uses (`db.transaction(async (tx) => …)`). */
 export interface DrizzleTransactionLike {
@@ -73,7 +73,5 @@ export function toDrizzle<TSchema extends Record<string, unknown> = Record<strin
   client: pg.ClientBase,
   config: { schema?: TSchema } = {},
 ): NodePgDatabase<TSchema> {
-  if (typeof (client as { query?: unknown } | null)?.query !== 'function')
-    refuse(client, "the delivery transaction's client (tx.sql on the PostgreSQL backend)");
-  return drizzle({ client: client as pg.PoolClient, ...config }) as NodePgDatabase<TSchema>;
+  return drizzle({ client: deliveryClient(client) as pg.PoolClient, ...config }) as NodePgDatabase<TSchema>;
 }

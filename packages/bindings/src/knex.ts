@@ -1,6 +1,6 @@
-import type { Knex } from 'knex';
+import knexFactory, { type Knex } from 'knex';
 import type { SqlExecutor } from './executor.js';
-import { countOf, questionMarks, refuse, rowsOf } from './executor.js';
+import { countOf, deliveryClient, onceFor, questionMarks, refuse, rowsOf } from './executor.js';
 
 /**
  * An executor on a Knex transaction (`knex.transaction(async (trx) => …)`, or `await knex.transaction()`)
@@ -32,4 +32,53 @@ export function fromKnex(trx: Knex.Transaction): SqlExecutor {
       return { rows, rowCount: countOf(result.rowCount, rows.length) };
     },
   };
+}
+
+const NO_CONFIG = {};
+
+/** Knex's node-postgres client, with every connection it asks for being the delivery's client. */
+let DeliveryClient: (new (config: Knex.Config) => Knex.Client & { delivery: unknown }) | undefined;
+
+function deliveryClientClass(): NonNullable<typeof DeliveryClient> {
+  // Knex's `pg` dialect class, from an instance that opens nothing (no connection, so no pool).
+  const PgClient = knexFactory({ client: 'pg' }).client.constructor as new (
+    config: Knex.Config,
+  ) => Knex.Client;
+  return class extends PgClient {
+    delivery: unknown;
+    override acquireConnection() {
+      return Promise.resolve(this.delivery);
+    }
+    override releaseConnection() {
+      return Promise.resolve();
+    }
+  };
+}
+
+/**
+ * The other direction: a Knex instance on the delivery transaction's client (`tx.sql` in a processor on
+ * the PostgreSQL backend), so a processor writes through Knex and its writes commit with the schedule's
+ * consumption, or roll back with its part when it throws. Every query runs on that client, and Knex opens
+ * no pool. The instance is made once per delivery transaction and `config` object (the messages of a
+ * batch share it). `config` takes Knex's other options (`postProcessResponse`, `wrapIdentifier`, …); the
+ * search path is the delivery's, so qualify tables with `withSchema`. `knex.transaction()` on it is
+ * refused with the typed error `tx.sql` gives transaction control (it would begin a transaction inside
+ * duetime's).
+ *
+ * @example
+ * processor: async (tx, message) => {
+ *   await toKnex(tx.sql)('orders').where({ id: message.aggregateId }).update({ status: 'expired' });
+ * }
+ */
+export function toKnex(
+  client: { query: (...args: never[]) => unknown },
+  config: Omit<Knex.Config, 'client' | 'connection' | 'pool' | 'connectionPool' | 'searchPath'> = NO_CONFIG,
+): Knex {
+  deliveryClient(client);
+  return onceFor(client, config, () => {
+    DeliveryClient ??= deliveryClientClass();
+    const knex = knexFactory({ ...config, client: DeliveryClient as unknown as typeof knexFactory.Client });
+    (knex.client as InstanceType<typeof DeliveryClient>).delivery = client;
+    return knex;
+  });
 }

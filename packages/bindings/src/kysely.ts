@@ -1,6 +1,6 @@
 import { CompiledQuery, Kysely, PostgresDialect, type PostgresPool, type Transaction } from 'kysely';
 import type { SqlExecutor } from './executor.js';
-import { countOf, refuse, rowsOf } from './executor.js';
+import { countOf, deliveryClient, pinned, refuse, rowsOf } from './executor.js';
 
 /**
  * An executor on a Kysely transaction (`db.transaction().execute(async (trx) => …)`, or a controlled
@@ -41,12 +41,10 @@ export function fromKysely(trx: Transaction<any>): SqlExecutor {
  * }
  */
 export function toKysely<DB>(client: { query: (...args: never[]) => unknown }): Kysely<DB> {
-  if (typeof (client as { query?: unknown } | null)?.query !== 'function')
-    refuse(client, "the delivery transaction's client (tx.sql on the PostgreSQL backend)");
+  deliveryClient(client);
   const pool: PostgresPool = {
     options: {},
-    // Every query goes to the delivery's client; "releasing" it gives nothing back to any pool.
-    connect: async () => Object.assign(Object.create(client) as object, { release() {} }) as never,
+    connect: async () => pinned(client) as never,
     end: async () => {},
   };
   return new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });

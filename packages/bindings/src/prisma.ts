@@ -1,5 +1,8 @@
+import { createRequire } from 'node:module';
+import { InvalidArgumentError } from '@duetime/core';
+import type pg from 'pg';
 import type { SqlExecutor } from './executor.js';
-import { countOf, refuse, rowsOf } from './executor.js';
+import { countOf, deliveryClient, onceFor, pinned, refuse, rowsOf } from './executor.js';
 
 /** The part of a Prisma interactive transaction client a binding uses. */
 export interface PrismaTransactionLike {
@@ -41,3 +44,41 @@ export function fromPrisma(tx: PrismaTransactionLike): SqlExecutor {
     },
   };
 }
+
+/**
+ * The other direction: a Prisma client on the delivery transaction's client (`tx.sql` in a processor on
+ * the PostgreSQL backend), with Prisma 7's `@prisma/adapter-pg`. `create` makes the client on the
+ * `pg.Pool` it is given, as the application makes it on its own pool; that pool hands out the delivery's
+ * client and opens no connection, so the processor's writes commit with the schedule's consumption, or
+ * roll back with its part when it throws. One client is made per delivery transaction and `create` (the
+ * messages of a batch share it). `$transaction` on it, and any operation Prisma runs in a transaction of
+ * its own, is refused with the typed error `tx.sql` gives transaction control (inside Prisma's error).
+ *
+ * @example
+ * import { PrismaPg } from '@prisma/adapter-pg';
+ * const onDelivery = (pool: pg.Pool) => new PrismaClient({ adapter: new PrismaPg(pool) });
+ * processor: async (tx, message) => {
+ *   await toPrisma(tx.sql, onDelivery).order.update({ where: { id: message.aggregateId }, data: { status: 'expired' } });
+ * }
+ */
+export function toPrisma<T>(client: pg.ClientBase, create: (pool: pg.Pool) => T): T {
+  deliveryClient(client);
+  if (typeof create !== 'function')
+    throw new InvalidArgumentError(
+      'create',
+      create,
+      'must be a function (pool) => new PrismaClient({ adapter: new PrismaPg(pool) })',
+    );
+  return onceFor(client, create, () => {
+    // A pg.Pool of the adapter's own pg (it takes nothing else as a pool, and would read anything else as
+    // the options of a pool to open), loaded here so that fromPrisma needs neither.
+    const { Pool } = createRequire(require.resolve('@prisma/adapter-pg'))('pg') as typeof pg;
+    const pool = Object.assign(new Pool({ max: 1 }), {
+      connect: async () => pinned(client),
+      query: (...args: unknown[]) => (client.query as (...a: unknown[]) => unknown).apply(client, args),
+    });
+    return create(pool as pg.Pool);
+  });
+}
+
+const require = createRequire(import.meta.url);

@@ -1,6 +1,6 @@
-import type { EntityManager } from 'typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
 import type { SqlExecutor } from './executor.js';
-import { countOf, refuse, rowsOf } from './executor.js';
+import { countOf, deliveryClient, refuse, rowsOf } from './executor.js';
 
 /**
  * An executor on a TypeORM transaction on PostgreSQL: the `EntityManager` that
@@ -32,4 +32,33 @@ export function fromTypeORM(manager: EntityManager): SqlExecutor {
       return { rows, rowCount: countOf(result.affected, rows.length) };
     },
   };
+}
+
+/**
+ * The other direction: a TypeORM `EntityManager` on the delivery transaction's client (`tx.sql` in a
+ * processor on the PostgreSQL backend), so a processor's repository writes commit with the schedule's
+ * consumption, or roll back with its part when it throws. `dataSource` is the application's initialized
+ * PostgreSQL `DataSource` (for its entities); the manager's query runner runs on the client, stands inside
+ * duetime's transaction, and gives the client back to no pool. `manager.transaction(fn)` on it nests as a
+ * savepoint. Only this manager runs on the delivery: `dataSource.manager` and repositories taken from the
+ * data source run on its own pool, outside it.
+ *
+ * @example
+ * processor: async (tx, message) => {
+ *   await toTypeORM(dataSource, tx.sql).update(Order, { id: message.aggregateId }, { status: 'expired' });
+ * }
+ */
+export function toTypeORM(
+  dataSource: DataSource,
+  client: { query: (...args: never[]) => unknown },
+): EntityManager {
+  const options = (dataSource as { options?: { type?: unknown } } | null)?.options;
+  if (options?.type !== 'postgres' || typeof dataSource.createQueryRunner !== 'function')
+    refuse(dataSource, 'an initialized TypeORM DataSource of type postgres');
+  deliveryClient(client);
+  const runner = dataSource.createQueryRunner('master');
+  // Connected to the client already (connect() hands it out; no release goes to the pool), and inside a
+  // transaction: save() opens none of its own, manager.transaction() nests as a savepoint.
+  Object.assign(runner, { databaseConnection: client, isTransactionActive: true, transactionDepth: 1 });
+  return runner.manager;
 }
