@@ -118,6 +118,26 @@ describe('counts and previews on PostgreSQL', () => {
       expect(row.dataText?.length ?? 0).toBeLessThanOrEqual(100);
     }
 
+    // Pages walk the order's index and stop at the limit: no sort, each row taken apart only once read.
+    await store.transact(async (tx) => {
+      for (let i = 0; i < 2000; i++)
+        await tx.schedule(`q/${i}`, new Date(at + i), { type: 'q', data: { i, pad: 'z'.repeat(500) } });
+    });
+    await admin.query(`ANALYZE ${schema}.schedules`);
+    for (const q of [
+      { order: 'at', limit: 25 },
+      { order: 'at', limit: 25, preview: 4000 },
+      { order: 'at', limit: 25, preview: 4000, after: { at, key: 'q/5' } },
+      { order: 'due', limit: 25, preview: 4000 },
+    ] as const) {
+      const { text, params } = scheduleSql(schema).list(q);
+      const detail = await plan(text, params);
+      expect(detail).toMatch(q.order === 'at' ? /Index Scan using schedules_at_idx/ : /schedules_due_idx/);
+      expect(detail).not.toMatch(/Seq Scan|Sort/);
+    }
+    const deadList = deadLetterSql(schema).list({ preview: 4000, limit: 25 });
+    expect(await plan(deadList.text, deadList.params)).not.toMatch(/Sort/);
+
     // Without preview, and one by one, values come whole.
     const whole = await store.pageSchedules({ prefix: 'p/big' });
     expect(whole.items[0]?.message.data).toEqual(BIG);

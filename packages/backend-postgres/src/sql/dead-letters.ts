@@ -1,9 +1,9 @@
 import type { DeadLetterListQuery } from '@duetime/core';
-import { previewColumns } from './schedules.js';
+import { PREVIEW_JOIN, previewColumns } from './schedules.js';
 import { epochMs } from './time.js';
 
 const COLUMNS = `key, version, ${epochMs('at')} AS at, message, attempts, error, ${epochMs('dead_at')} AS "deadAt"`;
-/** The columns of a page for display: as {@link COLUMNS}, the data cut by the server (see `previewColumns`). */
+/** The columns of a page for display: as {@link COLUMNS}, the data cut by the server (see `PREVIEW_JOIN`). */
 const PREVIEW = (n: string) =>
   `key, version, ${epochMs('at')} AS at, ${previewColumns(n)}, attempts, error, ${epochMs('dead_at')} AS "deadAt"`;
 
@@ -33,8 +33,9 @@ export function deadLetterSql(s: string) {
     list(q: DeadLetterListQuery): { text: string; params: unknown[] } {
       const params: unknown[] = [];
       const $ = (value: unknown) => `$${params.push(value)}`;
-      const columns = q.preview !== undefined ? PREVIEW(`${$(q.preview)}::int`) : COLUMNS;
-      const { text } = keys(q, $);
+      const preview = q.preview !== undefined;
+      const columns = preview ? PREVIEW(`${$(q.preview)}::int`) : COLUMNS;
+      const { text } = keys(q, $, preview ? PREVIEW_JOIN : '');
       return { text: `SELECT ${columns} FROM ${text}`, params };
     },
 
@@ -51,11 +52,11 @@ export function deadLetterSql(s: string) {
   };
 
   /** The table, its filter, order and limit: what follows `SELECT <columns> FROM`. */
-  function keys(q: DeadLetterListQuery, $: (value: unknown) => string): { text: string } {
+  function keys(q: DeadLetterListQuery, $: (value: unknown) => string, join = ''): { text: string } {
     const where: string[] = [];
     if (q.prefix !== undefined) where.push(`starts_with(key, ${$(q.prefix)})`);
     if (q.after !== undefined) where.push(`key > ${$(q.after)}`);
     const filter = where.length > 0 ? `WHERE ${where.join(' AND ')}` : '';
-    return { text: `${s}.dead_letters ${filter} ORDER BY key LIMIT ${$(q.limit)}` };
+    return { text: `${s}.dead_letters ${join} ${filter} ORDER BY dead_letters.key LIMIT ${$(q.limit)}` };
   }
 }

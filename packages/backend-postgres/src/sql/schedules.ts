@@ -8,27 +8,24 @@ const COLUMNS = `key, ${epochMs('at')} AS at, ${epochMs('due_at')} AS "dueAt", v
 const HEADS = `key, ${epochMs('at')} AS at, ${epochMs('due_at')} AS "dueAt", version, attempts`;
 
 /**
- * Whether the message can be taken apart by PostgreSQL's JSON functions: they de-escape strings and refuse
- * a `\u0000` in them (SQLSTATE 22P05), so a message holding one (or anything that looks like one) is read
- * whole instead, and core cuts it.
+ * A page for display takes each message apart once: one pass of `json_each` over its top-level fields
+ * gives the message without its data (`preview.rest`) and the data's JSON text as written
+ * (`preview.data`, `JSON.stringify`'s text: the column is `json`, kept as given). PostgreSQL's JSON
+ * functions de-escape strings and refuse a `\u0000` in them (SQLSTATE 22P05), so a message holding one
+ * (or anything that looks like one) is not taken apart: it comes whole, and core cuts it.
  */
-const PLAIN = `strpos(message::text, '\\u0000') = 0`;
-
-/** A stored message without its data: its other fields (`type`, `aggregateId`, `trace`), rebuilt. */
-const WITHOUT_DATA = `json_strip_nulls(json_build_object('type', message->'type',
-    'aggregateId', message->'aggregateId', 'trace', message->'trace'))`;
+export const PREVIEW_JOIN = `LEFT JOIN LATERAL (
+    SELECT json_object_agg(k, v) FILTER (WHERE k <> 'data') AS rest, min(v::text) FILTER (WHERE k = 'data') AS data
+    FROM json_each(CASE WHEN strpos(message::text, '\\u0000') = 0 THEN message END) AS field(k, v)
+  ) AS preview ON true`;
 
 /**
- * The columns of a page for display (`n`, a parameter placeholder), the schedule's or the dead letter's
- * other columns around them: the message without its data, and the data's JSON text cut by the server
- * (`left` counts characters) with whether it was cut. The message is `json`, so `message->'data'` is the
- * data's text as written (`JSON.stringify`'s). A message {@link PLAIN} does not accept comes whole.
+ * The columns of a page for display, with {@link PREVIEW_JOIN} (`n`, a parameter placeholder): the message
+ * without its data, and the data's JSON text cut by the server (`left` counts characters) with whether it
+ * was cut.
  */
-export const previewColumns = (
-  n: string,
-) => `CASE WHEN ${PLAIN} THEN ${WITHOUT_DATA} ELSE message END AS message,
-  CASE WHEN ${PLAIN} THEN left((message->'data')::text, ${n}) END AS "dataText",
-  CASE WHEN ${PLAIN} THEN length((message->'data')::text) > ${n} END AS "dataCut"`;
+export const previewColumns = (n: string) => `coalesce(preview.rest, message) AS message,
+  left(preview.data, ${n}) AS "dataText", length(preview.data) > ${n} AS "dataCut"`;
 
 const PREVIEW = (
   n: string,
@@ -159,9 +156,11 @@ export function scheduleSql(s: string) {
 
     /** The listing query for `q`, with its parameters. */
     list(q: ListQuery): { text: string; params: unknown[] } {
-      return listing(q, ($) =>
-        q.select === 'heads' ? HEADS : q.preview !== undefined ? PREVIEW($(q.preview, '::int')) : COLUMNS,
-      );
+      if (q.select !== 'heads' && q.preview !== undefined) {
+        const n = q.preview;
+        return listing(q, ($) => PREVIEW($(n, '::int')), PREVIEW_JOIN);
+      }
+      return listing(q, () => (q.select === 'heads' ? HEADS : COLUMNS));
     },
 
     /** How many schedules `q` matches, up to its limit: the same walk of the same index, reading no row. */
@@ -174,6 +173,7 @@ export function scheduleSql(s: string) {
   function listing(
     q: Omit<ListQuery, 'select' | 'preview'>,
     columns: ($: (value: unknown, cast?: string) => string) => string,
+    join = '',
   ): { text: string; params: unknown[] } {
     const instant = q.order === 'due' ? 'due_at' : 'at';
     const params: unknown[] = [];
@@ -191,9 +191,11 @@ export function scheduleSql(s: string) {
           : `(${instant}, key) > (${time(q.after.at)}, ${$(q.after.key)})`,
       );
     const filter = where.length > 0 ? `WHERE ${where.join(' AND ')}` : '';
-    const order = q.order === 'key' ? 'key' : `${instant}, key`;
+    // Qualified: a bare `at` in ORDER BY would name the output column (epoch ms), not the indexed one, and
+    // the listing would sort every row (computing each one's columns) instead of walking schedules_at_idx.
+    const order = q.order === 'key' ? 'schedules.key' : `schedules.${instant}, schedules.key`;
     return {
-      text: `SELECT ${selected} FROM ${s}.schedules ${filter} ORDER BY ${order} LIMIT ${$(q.limit)}`,
+      text: `SELECT ${selected} FROM ${s}.schedules ${join} ${filter} ORDER BY ${order} LIMIT ${$(q.limit)}`,
       params,
     };
   }
