@@ -30,6 +30,7 @@ import { durabilityWorkload } from './workloads/durability.js';
 import { failoverWorkload } from './workloads/failover.js';
 import { idleWorkload } from './workloads/idle.js';
 import { ormWorkload } from './workloads/orm.js';
+import { primitivesWorkload } from './workloads/primitives.js';
 import { drainWorkload, enqueueWorkload, latenessWorkload, telemetryWorkload } from './workloads/queue.js';
 import { recurringWorkload } from './workloads/recurring.js';
 import { scaleWorkload } from './workloads/scale.js';
@@ -89,6 +90,7 @@ const workloads: Record<string, (ctx: BenchContext) => Promise<Row[]>> = {
   timers: (ctx) => timersWorkload(ctx),
   durability: (ctx) => durabilityWorkload(ctx),
   orm: (ctx) => ormWorkload(ctx),
+  primitives: (ctx) => primitivesWorkload(ctx),
   dashboard: (ctx) => dashboardWorkload(ctx),
 };
 
