@@ -119,4 +119,51 @@ describe('JetStream message schedules across a server crash and restart', () => 
     );
     expect([undefined, 2]).toContain(again.get('acked-late'));
   }, 120_000);
+
+  it('(e) fires every schedule at least once when the server is killed while it fires; a fire may come twice', async () => {
+    server = await PrivateNatsServer.start({ binary: newerNatsServerBinary() });
+    nc = await connectNats(server.url, { reconnectTimeWaitMs: 100 });
+    const io = await NatsIo.open(nc, 10_000);
+    const stream = 'MIDFIRE';
+    await scheduleStream(await jetstreamManager(nc), stream);
+    const log = await FireLog.start(nc, stream, `${stream}.fire.>`);
+    fires = log;
+    const at = Date.now() + 2000;
+    const subjects: string[] = [];
+    for (let b = 0; b < 3000; b += 1000)
+      await io.atomicPublish(
+        Array.from({ length: 1000 }, (_, j) => {
+          subjects.push(`${stream}.sched.${b + j}`);
+          return {
+            subject: `${stream}.sched.${b + j}`,
+            data: String(b + j),
+            headers: oneShot(at, `${stream}.fire.${b + j}`),
+          };
+        }),
+      );
+    // Killed 10 ms after the instant: in the middle of the pass that fires all 3,000 (or just before it).
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, at + 10 - Date.now())));
+    await server.kill();
+    await server.restart(300);
+    await log.waitForAll(subjects, 60_000);
+    // A fire message per schedule in the stream, counted by the server: duplicates are distinct messages
+    // (a redelivery of an acknowledgement the crash lost would be the same message again).
+    let firedMessages = 0;
+    for (const n of (await io.subjects(stream, `${stream}.fire.>`)).values()) firedMessages += n;
+    const bySchedule = new Map<string, Set<number>>();
+    for (const f of log.fired) {
+      const seqs = bySchedule.get(f.headers['Nats-Scheduler'] ?? '') ?? new Set<number>();
+      seqs.add(f.seq);
+      bySchedule.set(f.headers['Nats-Scheduler'] ?? '', seqs);
+    }
+    for (const subject of subjects)
+      expect(bySchedule.get(subject)?.size ?? 0, subject).toBeGreaterThanOrEqual(1);
+    const twice = [...bySchedule.values()].filter((seqs) => seqs.size > 1).length;
+    expect(firedMessages).toBe(3000 + twice);
+    // Observed: in 2 of 9 runs one schedule of the 3,000 fired twice (its fire stored, its schedule not yet
+    // removed when the server died); never more. A consumer must tell a repeated fire by its version.
+    console.log(
+      `killed while firing 3,000 schedules: each fired, ${twice} fired twice (${firedMessages} fire messages)`,
+    );
+  }, 120_000);
 });
