@@ -288,6 +288,23 @@ describe.each(Object.keys(VIAS))('processors writing through %s on the delivery 
 });
 
 describe('toSequelize', () => {
+  it('refuses to commit, roll back or take afterCommit hooks: duetime ends the delivery’s transaction', async () => {
+    const sequelize = new Sequelize(urlWithUser(), { dialect: 'postgres', logging: false, pool: { max: 1 } });
+    try {
+      const client = await server.pool.connect();
+      try {
+        const transaction = toSequelize(sequelize, client);
+        await expect(transaction.commit()).rejects.toThrow(InvalidArgumentError);
+        await expect(transaction.rollback()).rejects.toThrow(InvalidArgumentError);
+        expect(() => transaction.afterCommit(() => {})).toThrow(InvalidArgumentError);
+      } finally {
+        client.release();
+      }
+    } finally {
+      await sequelize.close();
+    }
+  });
+
   it('runs Sequelize’s statements with the type parsers of its own connections', async () => {
     const sequelize = new Sequelize(urlWithUser(), { dialect: 'postgres', logging: false, pool: { max: 1 } });
     try {
