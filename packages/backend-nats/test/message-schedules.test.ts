@@ -92,6 +92,10 @@ describe('JetStream message schedules on NATS >= 2.12', () => {
     const written = Date.now();
     await publishSchedule('a-past', written - 60_000, 'past');
     expect((await fires.waitFor(sched('a-past'))).storedMs).toBeGreaterThanOrEqual(written);
+    // Nats-Schedule-TTL becomes the fire's Nats-TTL: the server would remove the fire after it, handled
+    // or not.
+    await publishSchedule('a-ttl', Date.now() + 100, 'ttl', { 'Nats-Schedule-TTL': '5m' });
+    expect((await fires.waitFor(sched('a-ttl'))).headers['Nats-TTL']).toBe('5m');
     // The target must be a subject of the same stream.
     await expect(publishSchedule('a-outside', Date.now() + 1000, 'x', {}, 'elsewhere.fire')).rejects.toThrow(
       /message schedules target is invalid/,
