@@ -2,7 +2,7 @@ import { type SQL, sql } from 'drizzle-orm';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import type pg from 'pg';
 import type { SqlExecutor } from './executor.js';
-import { arraysAsLiterals, countOf, deliveryClient, refuse, rowsOf } from './executor.js';
+import { arraysAsLiterals, countOf, deliveryClient, pgInTransaction, refuse, rowsOf } from './executor.js';
 
 /** The part of a Drizzle PostgreSQL transaction a binding uses (`db.transaction(async (tx) => …)`). */
 export interface DrizzleTransactionLike {
@@ -38,6 +38,10 @@ export function fromDrizzle(tx: DrizzleTransactionLike): SqlExecutor {
       const rows = rowsOf(Array.isArray(result) ? result : result.rows);
       return { rows, rowCount: countOf(result.rowCount ?? result.count, rows.length) };
     },
+    // On node-postgres the transaction's session holds the pg client, which knows its status; on
+    // postgres.js it cannot tell, and the store asks with a savepoint.
+    inTransaction: () =>
+      pgInTransaction((tx as unknown as { session?: { client?: unknown } }).session?.client),
   };
 }
 

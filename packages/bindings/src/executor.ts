@@ -69,6 +69,16 @@ function describe(value: unknown): unknown {
   return typeof name === 'string' && name !== 'Object' ? `a ${name}` : 'an object';
 }
 
+/**
+ * Whether a node-postgres client is inside an open transaction, from the status its last ready message
+ * carried (`getTransactionStatus()`, pg 8.21 and later): `T` yes; `I` (idle) or `E` (failed) no; undefined
+ * when the client cannot tell (an older pg, pg-native, another driver).
+ */
+export function pgInTransaction(client: unknown): boolean | undefined {
+  const status = (client as { getTransactionStatus?: () => unknown } | null)?.getTransactionStatus?.();
+  return status === 'T' ? true : status === 'I' || status === 'E' ? false : undefined;
+}
+
 /** The number a library reports as a count: a number, a bigint, or nothing (then `fallback`). */
 export function countOf(value: unknown, fallback: number): number {
   if (typeof value === 'number' && Number.isFinite(value)) return value;

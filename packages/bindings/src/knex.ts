@@ -31,6 +31,8 @@ export function fromKnex(trx: Knex.Transaction): SqlExecutor {
       const rows = rowsOf(result.rows);
       return { rows, rowCount: countOf(result.rowCount, rows.length) };
     },
+    inTransaction: () =>
+      typeof handle.isCompleted === 'function' ? handle.isCompleted() !== true : undefined,
   };
 }
 

@@ -1,5 +1,5 @@
 import type { SqlExecutor } from './executor.js';
-import { countOf, refuse, rowsOf } from './executor.js';
+import { countOf, pgInTransaction, refuse, rowsOf } from './executor.js';
 
 /** The part of a node-postgres client a binding uses (`pg.PoolClient`, `pg.Client`). */
 export interface PgClientLike {
@@ -29,5 +29,6 @@ export function fromPg(client: PgClientLike): SqlExecutor {
       const rows = rowsOf(result.rows);
       return { rows, rowCount: countOf(result.rowCount, rows.length) };
     },
+    inTransaction: () => pgInTransaction(client),
   };
 }

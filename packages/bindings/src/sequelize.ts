@@ -36,6 +36,8 @@ export function fromSequelize(t: Transaction): SqlExecutor {
         typeof meta === 'object' && meta !== null ? (meta as { rowCount?: unknown }).rowCount : meta;
       return { rows: rowsOf(rows), rowCount: countOf(count, rowsOf(rows).length) };
     },
+    // Sequelize marks a transaction `finished` ('commit' or 'rollback') when it ends.
+    inTransaction: () => (t as unknown as { finished?: unknown }).finished === undefined,
   };
 }
 

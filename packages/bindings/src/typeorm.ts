@@ -31,6 +31,7 @@ export function fromTypeORM(manager: EntityManager): SqlExecutor {
       const rows = rowsOf(result.records);
       return { rows, rowCount: countOf(result.affected, rows.length) };
     },
+    inTransaction: () => queryRunner.isTransactionActive && !queryRunner.isReleased,
   };
 }
 

@@ -56,6 +56,24 @@ describe.each(Object.keys(LIBRARIES))('store.join through the %s binding', (name
     expect(seen).toEqual([`${p}1/expire`]);
   });
 
+  it('tells its transaction state without a round trip where the library can, and a one-schedule join still commits', async () => {
+    // Libraries whose open transaction reports its state (else the store asks with a savepoint).
+    const tells = ['node-postgres', 'Drizzle (node-postgres)', 'Knex', 'TypeORM', 'Sequelize'];
+    let kept: { inTransaction?: () => boolean | undefined } | undefined;
+    await library.transaction(async (executor) => {
+      kept = executor;
+      expect(executor.inTransaction?.()).toBe(tells.includes(name) ? true : undefined);
+      await executor.query(`INSERT INTO "${server.schema}".orders (id) VALUES ($1)`, [`${p}s`]);
+      await server.backend.store.join(executor, (tx) =>
+        tx.schedule(`${p}s/expire`, new Date(Date.now() + HOUR), expire(`${p}s`)),
+      );
+    });
+    expect(await orders(`${p}s`)).toEqual([`${p}s`]);
+    expect(await scheduled(`${p}s/`)).toEqual([`${p}s/expire`]);
+    // Once the transaction ended, a library that tells says so (the store then refuses the handle).
+    if (tells.includes(name)) expect(kept?.inTransaction?.()).toBe(false);
+  });
+
   it('discards the schedule when the application rolls back, and undoes only its own writes when its function throws', async () => {
     await expect(
       library.transaction(async (executor) => {
