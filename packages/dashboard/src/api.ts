@@ -21,6 +21,7 @@ import type { LatenessSample, LatenessSampler } from './sampler.js';
 
 const PAGE_DEFAULT = 50;
 const PAGE_MAX = 500;
+/** How much of each message's data a page carries (characters), cut by the store's query. */
 const DATA_PREVIEW = 4000;
 
 /** An answer other than 200, with the headers it needs (`Allow` on 405, `WWW-Authenticate` on 401). */
@@ -44,8 +45,13 @@ export interface ScheduleView {
   lastError?: string;
   type: string;
   aggregateId?: string;
-  /** The message's data as JSON text (cut at 4,000 characters). */
+  /**
+   * The message's data as JSON text: in pages, its first 4,000 characters, cut by the store's query (see
+   * `dataCut`); from `api/schedule`, all of it.
+   */
   data?: string;
+  /** True when `data` is only the start of the data (`api/schedule?key=` answers all of it). */
+  dataCut?: boolean;
   /** The trace id of the transaction that scheduled it, when the message carries one. */
   traceId?: string;
   recurrence?: RecurrenceView;
@@ -75,7 +81,10 @@ export interface DeadLetterView {
   error: string;
   type: string;
   aggregateId?: string;
+  /** As {@link ScheduleView.data}: cut in pages, whole from `api/dead-letter`. */
   data?: string;
+  /** True when `data` is only the start of the data (`api/dead-letter?key=` answers all of it). */
+  dataCut?: boolean;
 }
 
 export interface GroupView {
@@ -125,8 +134,12 @@ export class DashboardApi {
         return this.#overview();
       case 'schedules':
         return this.#schedules(query);
+      case 'schedule':
+        return this.#schedule(query);
       case 'dead-letters':
         return this.#deadLetters(query);
+      case 'dead-letter':
+        return this.#deadLetter(query);
       case 'recurring':
         return this.#recurring(query);
       case 'groups':
@@ -208,6 +221,7 @@ export class DashboardApi {
     const through = query.get('due') === '1' ? new Date(this.#store.clock.now()) : undefined;
     const page = await this.#store.pageSchedules({
       limit,
+      preview: DATA_PREVIEW,
       ...(prefix ? { prefix } : {}),
       ...(after ? { after } : {}),
       ...(through ? { through } : {}),
@@ -224,10 +238,27 @@ export class DashboardApi {
     const after = query.get('after') ? scheduleKey(query.get('after') as string, 'after') : undefined;
     const page = await this.#store.pageDeadLetters({
       limit,
+      preview: DATA_PREVIEW,
       ...(prefix ? { prefix } : {}),
       ...(after ? { after } : {}),
     });
     return { items: page.items.map(deadLetterView), ...(page.next ? { next: page.next } : {}) };
+  }
+
+  /** One schedule with its whole data (what a page cut), by `key`; 404 when none is active under it. */
+  async #schedule(query: URLSearchParams) {
+    const key = requiredKey(query);
+    const schedule = await this.#store.loadSchedule(key);
+    if (!schedule) throw new HttpError(404, 'no pending schedule under this key');
+    return { item: scheduleView(schedule) };
+  }
+
+  /** One dead letter with its whole data, by `key`; 404 when none is kept under it. */
+  async #deadLetter(query: URLSearchParams) {
+    const key = requiredKey(query);
+    const dead = await this.#store.loadDeadLetter(key);
+    if (!dead) throw new HttpError(404, 'no dead letter under this key');
+    return { item: deadLetterView(dead) };
   }
 
   /**
@@ -241,6 +272,7 @@ export class DashboardApi {
     while (items.length < this.#countLimit) {
       const page = await this.#store.pageSchedules({
         recurring: true,
+        preview: DATA_PREVIEW,
         limit: Math.min(PAGE_MAX, this.#countLimit - items.length),
         ...(prefix ? { prefix } : {}),
         ...(after ? { after } : {}),
@@ -359,10 +391,21 @@ function decodeCursor(text: string): SchedulePageCursor {
   throw new InvalidArgumentError('after', text, 'is not a page cursor this dashboard gave');
 }
 
-function dataText(data: unknown): string | undefined {
-  if (data === undefined) return undefined;
-  const text = JSON.stringify(data);
-  return text.length > DATA_PREVIEW ? `${text.slice(0, DATA_PREVIEW)}…` : text;
+/** The key a single-value read names (`?key=`), checked as the store checks keys. */
+function requiredKey(query: URLSearchParams): string {
+  const key = query.get('key');
+  if (key === null) throw new InvalidArgumentError('key', key, 'is required (?key=)');
+  return scheduleKey(key, 'key');
+}
+
+/**
+ * The data as the page shows it: the store's preview in pages (cut by the store's query), or the whole
+ * JSON text of a single value.
+ */
+function dataFields(item: Schedule | DeadLetterRecord): { data?: string; dataCut?: true } {
+  if (item.dataPreview)
+    return { data: item.dataPreview.text, ...(item.dataPreview.cut ? { dataCut: true as const } : {}) };
+  return item.message.data === undefined ? {} : { data: JSON.stringify(item.message.data) };
 }
 
 function traceId(trace: Readonly<Record<string, string>> | undefined): string | undefined {
@@ -372,7 +415,6 @@ function traceId(trace: Readonly<Record<string, string>> | undefined): string | 
 }
 
 function scheduleView(s: Schedule): ScheduleView {
-  const data = dataText(s.message.data);
   const trace = traceId(s.message.trace);
   return {
     key: s.key,
@@ -383,7 +425,7 @@ function scheduleView(s: Schedule): ScheduleView {
     ...(s.lastError !== undefined ? { lastError: s.lastError } : {}),
     type: s.message.type,
     ...(s.message.aggregateId !== undefined ? { aggregateId: s.message.aggregateId } : {}),
-    ...(data !== undefined ? { data } : {}),
+    ...dataFields(s),
     ...(trace ? { traceId: trace } : {}),
     ...(s.recurrence ? { recurrence: recurrenceView(s.recurrence, s.at) } : {}),
     ...(s.paused ? { paused: s.paused.at.toISOString() } : {}),
@@ -403,7 +445,6 @@ function recurrenceView(r: StoredRecurrence, at: Date): RecurrenceView {
 }
 
 function deadLetterView(d: DeadLetterRecord): DeadLetterView {
-  const data = dataText(d.message.data);
   return {
     key: d.key,
     version: d.version,
@@ -413,6 +454,6 @@ function deadLetterView(d: DeadLetterRecord): DeadLetterView {
     error: d.error,
     type: d.message.type,
     ...(d.message.aggregateId !== undefined ? { aggregateId: d.message.aggregateId } : {}),
-    ...(data !== undefined ? { data } : {}),
+    ...dataFields(d),
   };
 }

@@ -155,13 +155,16 @@ function cut(s, n) {
 
 /**
  * A user value of bounded size: the value itself when short, else its start and a control that shows
- * all of it (a <details>). With pre, the value is shown in a <pre> (JSON data, kept as written).
+ * all of it (a <details>). With pre, the value is shown in a <pre> (JSON data, kept as written). With
+ * full (an API path), the text is only the start of the value, cut by the server: opening the control
+ * asks the server for the whole value once.
  */
 function bounded(text, limit, options) {
   const s = String(text);
   const pre = Boolean(options && options.pre);
   const newlines = Boolean(options && options.newlines);
   const holder = (node) => { const box = el(pre ? 'pre' : 'div'); box.appendChild(node); return box; };
+  if (options && options.full) return onDemand(s, limit, options.full, holder, newlines);
   if (s.length <= limit) return pre ? holder(userText(s, newlines)) : userText(s, newlines);
   const details = el('details', null, 'long');
   const summary = el('summary');
@@ -173,6 +176,42 @@ function bounded(text, limit, options) {
   details.appendChild(holder(userText(s, newlines)));
   details.addEventListener('toggle', () => {
     more.textContent = details.open ? 'hide' : 'show all ' + s.length + ' characters';
+  });
+  return details;
+}
+
+/**
+ * The start of a value the server cut (its first characters, s) and a control that loads all of it from
+ * path (an API read answering { item: { data } }) the first time it is opened.
+ */
+function onDemand(s, limit, path, holder, newlines) {
+  const details = el('details', null, 'long');
+  details.dataset.full = 'pending';
+  const summary = el('summary');
+  summary.appendChild(userText(cut(s, Math.min(limit, s.length)) + '…', newlines));
+  summary.appendChild(document.createTextNode(' '));
+  const label = 'load the full value';
+  const more = el('span', label, 'more');
+  summary.appendChild(more);
+  details.appendChild(summary);
+  const box = holder(userText(s + '…', newlines));
+  details.appendChild(box);
+  let full;
+  details.addEventListener('toggle', async () => {
+    more.textContent = details.open ? 'hide' : full === undefined ? label : 'show all ' + full.length + ' characters';
+    if (!details.open || details.dataset.full !== 'pending') return;
+    details.dataset.full = 'loading';
+    try {
+      const answer = await api(path);
+      full = answer.item && typeof answer.item.data === 'string' ? answer.item.data : '';
+      box.replaceChildren(userText(full, newlines));
+      details.dataset.full = 'loaded';
+    } catch (error) {
+      const note = el('div', 'could not load the full value: ', 'error');
+      note.appendChild(userText(String((error && error.message) || error)));
+      box.replaceChildren(userText(s + '…', newlines), note);
+      details.dataset.full = 'pending';
+    }
   });
   return details;
 }
@@ -291,7 +330,7 @@ async function loadSchedules() {
     cell(row, s.paused ? 'paused since ' + when(s.paused) : s.dueAt !== s.at ? when(s.dueAt) : '', 'when');
     cell(row, s.attempts || '');
     userCell(row, s.lastError, SHORT.error, 'error', { newlines: true });
-    userCell(row, s.data, SHORT.data, 'data', { pre: true });
+    userCell(row, s.data, SHORT.data, 'data', { pre: true, full: s.dataCut ? 'schedule?' + new URLSearchParams({ key: s.key }) : undefined });
     const last = cell(row, '', 'act');
     if (actions) {
       if (s.paused) last.appendChild(actionButton('Resume', 'resume', s.key, ['Resume the schedule ', { user: s.key }, '? Occurrences missed while paused follow its catch-up rule.']));
@@ -324,7 +363,7 @@ async function loadDeadLetters(more) {
     userCell(row, d.error, SHORT.error, 'error', { newlines: true });
     cell(row, d.attempts);
     cell(row, when(d.deadAt), 'when');
-    userCell(row, d.data, SHORT.data, 'data', { pre: true });
+    userCell(row, d.data, SHORT.data, 'data', { pre: true, full: d.dataCut ? 'dead-letter?' + new URLSearchParams({ key: d.key }) : undefined });
     const last = cell(row, '', 'act');
     if (actions) last.appendChild(actionButton('Retry', 'retry-dead-letter', d.key, ['Schedule the dead letter ', { user: d.key }, ' again, now?']));
     body.appendChild(row);

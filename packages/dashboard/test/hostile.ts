@@ -17,6 +17,8 @@ const LONG_TYPE = `type.${'x'.repeat(507)}`;
 /** A processor error of 2,000 characters (the most a schedule keeps), without a space. */
 const LONG_ERROR = `Error: ${'e'.repeat(1993)}`;
 const LONG_KEY = `long/${'k'.repeat(507)}`;
+/** 200,000 characters of data (near the 256 KiB a message may take): pages carry only its start. */
+const HUGE_DATA = { blob: 'h'.repeat(200_000) };
 const TOKEN = 'a-long-enough-dashboard-token';
 
 /** Stores schedules and dead letters a hostile producer could write. */
@@ -30,6 +32,8 @@ export async function seedHostile(backend: Backend): Promise<void> {
     await tx.schedule('long/type', past, { type: LONG_TYPE, data: { blob: 'd'.repeat(3000) } });
     await tx.schedule(LONG_KEY, past, { type: 'long.key' });
     await tx.schedule(DEAD_KEY, past, { type: 'dead.type' });
+    await tx.schedule('huge/pending', past, { type: 'huge', data: HUGE_DATA });
+    await tx.schedule('huge/dead', past, { type: 'dead.type', data: HUGE_DATA });
   });
   const dispatcher = new Dispatcher({
     store: backend.store,
@@ -46,7 +50,7 @@ export async function seedHostile(backend: Backend): Promise<void> {
   });
   const ac = new AbortController();
   const done = dispatcher.run(ac.signal);
-  await waitFor('the dead letter', async () => (await backend.store.loadDeadLetter(DEAD_KEY)) !== undefined);
+  await waitFor('the dead letters', async () => (await backend.store.countDeadLetters()) === 2);
   await waitFor(
     'every hostile schedule tried once',
     async () => (await backend.store.countSchedules({ order: 'due', through: new Date(), limit: 1 })) === 0,
@@ -168,6 +172,44 @@ export function hostileSuite(name: string, open: () => Promise<Backend>): void {
       await page.setViewportSize({ width: 600, height: 900 });
       const narrow = await overflow(page);
       expect(narrow.scrollWidth).toBeLessThanOrEqual(narrow.clientWidth);
+      await page.close();
+    });
+
+    it('shows 200 KB payloads cut by the store, and loads a whole one (with the token) only when asked', async () => {
+      const dashboard = await serve({ token: TOKEN });
+      const asked: string[] = [];
+      const { page, errors } = await load(`${dashboard.url}#token=${encodeURIComponent(TOKEN)}`);
+      page.on('request', (request) =>
+        asked.push(new URL(request.url()).pathname + new URL(request.url()).search),
+      );
+      await page.waitForSelector('body[data-loaded]');
+      expect(errors).toEqual([]);
+      const whole = JSON.stringify(HUGE_DATA);
+      for (const [table, key, read] of [
+        ['schedules', 'huge/pending', 'schedule'],
+        ['dead-letters', 'huge/dead', 'dead-letter'],
+      ] as const) {
+        const data = page.locator(`tbody#${table} tr[data-key="${key}"] td.data details`);
+        expect(await data.getAttribute('data-full')).toBe('pending');
+        // The page holds the start the store cut (4,000 characters), not the payload.
+        expect(await data.locator(':scope > pre').textContent()).toBe(`${whole.slice(0, 4000)}…`);
+        expect(await data.locator('summary').textContent()).toContain('load the full value');
+        await data.locator('summary').click();
+        await page.waitForFunction(
+          (selector) => document.querySelector(selector)?.getAttribute('data-full') === 'loaded',
+          `tbody#${table} tr[data-key="${key}"] td.data details`,
+        );
+        expect(await data.locator(':scope > pre').textContent()).toBe(whole);
+        expect(asked).toContain(`/api/${read}?key=${encodeURIComponent(key)}`);
+        // Closed and opened again: shown from what was loaded, not asked for twice.
+        await data.locator('summary').click();
+        await expect
+          .poll(() => data.locator('summary').textContent(), { timeout: 20_000 })
+          .toContain(`show all ${whole.length} characters`);
+        await data.locator('summary').click();
+        expect(asked.filter((a) => a.startsWith(`/api/${read}?`))).toHaveLength(1);
+      }
+      expect((await overflow(page)).scrollWidth).toBeLessThanOrEqual(1280);
       await page.close();
     });
 
