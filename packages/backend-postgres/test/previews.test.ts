@@ -19,6 +19,7 @@ const MESSAGES: Record<string, Message> = {
   'p/emoji': { type: 'emoji', data: EMOJI },
   'p/none': { type: 'none', aggregateId: 'A-3' },
   'p/nul': { type: 'nul', data: 'a\u0000b' },
+  'p/deep': { type: 'deep', data: JSON.parse(`${'['.repeat(1200)}${']'.repeat(1200)}`) },
   'p/small': { type: 'small', data: { a: 1, b: [true, null] } },
 };
 
@@ -98,6 +99,7 @@ describe('counts and previews on PostgreSQL', () => {
       expect(byKey.get('p/none')?.dataPreview).toBeUndefined();
       // A NUL in the data (which jsonb refuses) is cut as the JSON text it is stored as.
       expect(byKey.get('p/nul')?.dataPreview).toEqual({ text: '"a\\u0', cut: true });
+      expect(byKey.get('p/deep')?.dataPreview).toEqual({ text: '[[[[[', cut: true });
       for (const item of items) expect(item.message).not.toHaveProperty('data');
     }
     const wide = await store.pageSchedules({ prefix: 'p/small', preview: 1000 });
@@ -112,7 +114,7 @@ describe('counts and previews on PostgreSQL', () => {
       deadLetterSql(schema).list({ prefix: 'p/', preview: 100, limit: 10 }),
     ])
       rows.push(...(await admin.query(text, params)).rows);
-    expect(rows).toHaveLength(10);
+    expect(rows).toHaveLength(12);
     for (const row of rows) {
       expect(JSON.stringify(row.message).length).toBeLessThan(200);
       expect(row.dataText?.length ?? 0).toBeLessThanOrEqual(100);

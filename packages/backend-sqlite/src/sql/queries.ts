@@ -6,10 +6,13 @@ const DEAD_COLUMNS = 'key, version, at, message, attempts, error, dead_at';
 /**
  * A page for display (`@preview` characters of data): the message without its data, and the data's JSON
  * text cut by SQLite (`substr` counts characters) with whether it was cut; the JSON text of a larger data
- * value never reaches the application.
+ * value never reaches the application. A message SQLite's JSON functions cannot take apart (nested deeper
+ * than their limit of 1,000, which duetime does not refuse) comes whole, and core cuts it.
  */
-const PREVIEW = `json_remove(message, '$.data') AS message, substr(message -> '$.data', 1, @preview) AS data_text,
-  length(message -> '$.data') > @preview AS data_cut`;
+const PLAIN = 'json_valid(message)';
+const PREVIEW = `CASE WHEN ${PLAIN} THEN json_remove(message, '$.data') ELSE message END AS message,
+  CASE WHEN ${PLAIN} THEN substr(message -> '$.data', 1, @preview) END AS data_text,
+  CASE WHEN ${PLAIN} THEN length(message -> '$.data') > @preview END AS data_cut`;
 const PREVIEW_COLUMNS = `key, at, due_at, version, attempts, ${PREVIEW}, last_error, recurrence`;
 const DEAD_PREVIEW_COLUMNS = `key, version, at, ${PREVIEW}, attempts, error, dead_at`;
 
