@@ -123,7 +123,15 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     const unit: PostgresUnit = {
       ...fields,
       client,
-      writer: new Writer(this.#connection, this.#sql, fields.exec ?? this.#connection.executor(client)),
+      writer: new Writer(
+        this.#connection,
+        // A joined unit's statements go through the application's library, unprepared: its puts call the
+        // function whose plan the session keeps.
+        fields.joined
+          ? { ...this.#sql, schedules: { ...this.#sql.schedules, put: this.#sql.schedules.putCall } }
+          : this.#sql,
+        fields.exec ?? this.#connection.executor(client),
+      ),
       begun: fields.joined,
       saved: false,
       ended: false,

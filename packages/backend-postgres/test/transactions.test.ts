@@ -322,7 +322,8 @@ describe('store.join: statements sent', () => {
       await client.query('BEGIN');
       const told = recording(client, () => client.getTransactionStatus() === 'T');
       await backend.store.join(told.executor, (tx) => tx.schedule('sent/one', at, msg('1')));
-      expect(told.sent).toEqual(['INSERT']);
+      // The put's function: its plan is kept by the session, unlike an unprepared INSERT's.
+      expect(told.sent).toEqual(['SELECT']);
       // Several statements: a savepoint first, so a throwing function undoes them all.
       const several = recording(client, () => true);
       await expect(
@@ -337,7 +338,7 @@ describe('store.join: statements sent', () => {
       // A handle that cannot tell is probed with a savepoint.
       const probed = recording(client);
       await backend.store.join(probed.executor, (tx) => tx.schedule('sent/three', at, msg('3')));
-      expect(probed.sent).toEqual(['SAVEPOINT', 'INSERT']);
+      expect(probed.sent).toEqual(['SAVEPOINT', 'SELECT']);
       await client.query('COMMIT');
       const keys = (await backend.store.pageSchedules({ prefix: 'sent/' })).items.map((s) => s.key);
       expect(keys).toEqual(['sent/one', 'sent/three']);
@@ -374,7 +375,7 @@ describe('store.join: statements sent', () => {
           tx.schedule('fail/one', new Date(Date.now() + HOUR), msg('f')),
         ),
       ).rejects.toThrow(/never_fail_one/);
-      expect(failing.sent).toEqual(['INSERT']);
+      expect(failing.sent).toEqual(['SELECT']);
       const commit = await client.query('COMMIT');
       expect(commit.command).toBe('ROLLBACK');
       expect(await orders()).toEqual([]);

@@ -3,6 +3,7 @@ import leasesAndCursors from './0002-leases-and-cursors.js';
 import recurrenceAndDeadLetters from './0003-recurrence-and-dead-letters.js';
 import claims from './0004-claims.js';
 import sqlFunctions from './0005-sql-functions.js';
+import putFunction from './0006-put-function.js';
 
 /** One schema change. `sql` uses `:SCHEMA` where the quoted schema name goes. */
 export interface Migration {
@@ -21,6 +22,7 @@ export const migrations: readonly Migration[] = [
   recurrenceAndDeadLetters,
   claims,
   sqlFunctions,
+  putFunction,
 ];
 
 /** The schema version this package creates and understands. */

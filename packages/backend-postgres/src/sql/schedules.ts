@@ -83,6 +83,9 @@ export function scheduleSql(s: string) {
         AS p(key, at, due_at, message, recurrence, recurring)
       ON CONFLICT (key) DO UPDATE SET ${FRESH(s, 't')}`,
 
+    /** `put` through its function (migration 6), whose plan the session keeps: for joined transactions. */
+    putCall: `SELECT ${s}.put_schedules($1::text[], $2::timestamptz[], $3::timestamptz[], $4::text[], $5::text[], $6::bool[]) AS n`,
+
     /** A put with `ifVersion`: $1 key, $2 at, $3 due_at, $4 message, $5 state, $6 recurring, $7 version. */
     putIfVersion: `UPDATE ${s}.schedules SET at = $2::timestamptz, due_at = $3::timestamptz,
         version = nextval('${s}.schedule_versions'), attempts = 0, message = $4::text::json, last_error = NULL,
