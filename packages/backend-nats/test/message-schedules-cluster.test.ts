@@ -1,4 +1,5 @@
 import { freshNamespace, waitFor } from '@duetime/conformance';
+import { newerNatsServerBinary, PrivateNatsCluster } from '@duetime/testing';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,8 +8,9 @@ import { NatsIo } from '../src/io.js';
 import { NATS_CLUSTER_URLS } from './adapter-cluster.js';
 import { claimConsumer, distribution, FireLog, fetchClaims, oneShot, scheduleStream } from './schedules.js';
 
-// JetStream message schedules on a stream with three replicas (the shared NATS 2.15 cluster) while its
-// leader changes (`$JS.API.STREAM.LEADER.STEPDOWN.<stream>`). See docs/nats-message-schedules.md.
+// JetStream message schedules on a stream with three replicas while its leader changes: asked to step down
+// (`$JS.API.STREAM.LEADER.STEPDOWN.<stream>`) on the shared NATS 2.15 cluster, and SIGKILLed on a cluster of
+// the test's own. See docs/nats-message-schedules.md.
 
 describe('JetStream message schedules on a replicated stream whose leader changes', () => {
   let nc: NatsConnection;
@@ -133,4 +135,82 @@ describe('JetStream message schedules on a replicated stream whose leader change
     for (const m of again) expect(await m.ackAck()).toBe(true);
     expect((await io.jsm.consumers.info(stream, durable)).num_ack_pending).toBe(0);
   }, 120_000);
+});
+
+describe('JetStream message schedules on a replicated stream whose leader is killed', () => {
+  let cluster: PrivateNatsCluster | undefined;
+  let nc: NatsConnection | undefined;
+  let fires: FireLog | undefined;
+  afterAll(async () => {
+    await fires?.stop();
+    await nc?.close();
+    await cluster?.dispose();
+  });
+
+  it('(f) fires every pending schedule at least once when the stream leader is SIGKILLed while they fire', async () => {
+    cluster = await PrivateNatsCluster.start({ binary: newerNatsServerBinary() });
+    nc = await connectNats(cluster.urls, { reconnectTimeWaitMs: 100 });
+    const io = await NatsIo.open(nc, 20_000);
+    const stream = 'KILLED';
+    await scheduleStream(await jetstreamManager(nc), stream, { replicas: 3 });
+    await cluster.waitHealthy({ streams: [stream] });
+    const log = await FireLog.start(nc, stream, `${stream}.fire.>`);
+    fires = log;
+    const start = Date.now() + 1500;
+    const due = new Map<string, number>();
+    const messages = Array.from({ length: 150 }, (_, i) => {
+      const subject = `${stream}.sched.${i}`;
+      const at = start + Math.floor((i * 15_000) / 150);
+      due.set(subject, at);
+      return { subject, data: String(i), headers: oneShot(at, `${stream}.fire.${i}`) };
+    });
+    expect((await io.atomicPublish(messages)).kind).toBe('stored');
+
+    await waitFor('the first fires', () => log.fired.length >= 20, { timeoutMs: 30_000 });
+    const leader = await cluster.streamLeader(stream);
+    const killedAt = Date.now();
+    await cluster.kill(leader);
+    const next = await cluster.waitStreamLeader(stream, { not: leader, timeoutMs: 60_000 });
+    const ledAgainAt = Date.now();
+    await log.waitForAll([...due.keys()], 60_000);
+    let firedMessages = 0;
+    for (const n of (await io.subjects(stream, `${stream}.fire.>`)).values()) firedMessages += n;
+    await waitFor(
+      'every fire message received',
+      () => new Set(log.fired.map((f) => f.seq)).size >= firedMessages,
+      {
+        timeoutMs: 30_000,
+      },
+    );
+
+    const bySchedule = new Map<string, Set<number>>();
+    for (const f of log.fired) {
+      const seqs = bySchedule.get(f.headers['Nats-Scheduler'] ?? '') ?? new Set<number>();
+      seqs.add(f.seq);
+      bySchedule.set(f.headers['Nats-Scheduler'] ?? '', seqs);
+    }
+    for (const [subject, at] of due) {
+      const first = log.of(subject).sort((a, b) => a.storedMs - b.storedMs)[0];
+      expect(first, subject).toBeDefined();
+      expect(first!.storedMs, subject).toBeGreaterThanOrEqual(at);
+    }
+    const twice = [...bySchedule.values()].filter((seqs) => seqs.size > 1).length;
+    expect(firedMessages).toBe(150 + twice);
+    // Lateness by when the schedule was due: before the kill, and after a new leader was seen; for those
+    // due in between, the time from the kill to their fire.
+    const phase = (at: number) => (at < killedAt ? 'before' : at < ledAgainAt ? 'leaderless' : 'after');
+    const report = ['before', 'leaderless', 'after'].map((p) => {
+      const delays = [...due]
+        .filter(([, at]) => phase(at) === p)
+        .map(([subject, at]) => {
+          const stored = Math.min(...log.of(subject).map((f) => f.storedMs));
+          return p === 'leaderless' ? stored - killedAt : stored - at;
+        });
+      return `${p}: ${delays.length === 0 ? 'none' : distribution(delays).text}`;
+    });
+    console.log(
+      `R3 stream, leader ${leader} SIGKILLed after ${killedAt - start} ms of fires, ${next} was seen leading ${ledAgainAt - killedAt} ms later; ` +
+        `lateness of schedules due ${report.join('; ')} (leaderless: fired after the kill); ${twice} fired twice`,
+    );
+  }, 180_000);
 });
