@@ -93,6 +93,7 @@ export function audit(input: AuditInput): AuditFigures {
   for (const [key, ops] of input.history.byKey) {
     const delivered = input.deliveries.get(key) ?? [];
     const count = new Map<string, number>();
+    const versions = new Map<string, number[]>();
     for (const d of delivered) {
       const put = d.put === undefined ? undefined : input.history.puts.get(d.put);
       if (!put || put.key !== key) {
@@ -101,11 +102,13 @@ export function audit(input: AuditInput): AuditFigures {
         continue;
       }
       count.set(put.put, (count.get(put.put) ?? 0) + 1);
+      versions.set(put.put, [...(versions.get(put.put) ?? []), d.version]);
     }
     for (const [put, n] of count) {
       if (n > 1) {
         f.duplicated++;
-        problem(`${key}: put ${put} delivered ${n} times`);
+        // The same version twice is a consumption that did not hold; two versions, a put stored twice.
+        problem(`${key}: put ${put} delivered ${n} times (versions ${versions.get(put)?.join(', ')})`);
       }
     }
     f.uncertain += ops.filter((op) => op.outcome === 'uncertain').length;
