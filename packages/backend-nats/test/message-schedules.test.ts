@@ -253,6 +253,22 @@ describe('JetStream message schedules on NATS >= 2.12', () => {
     );
   });
 
+  it('(d) fires schedules that follow one another closely on passes 250 ms apart (printed), none early', async () => {
+    const t0 = Date.now() + 1000;
+    const offsets = [0, 10, 50, 100, 300, 600, 601, 1000, 1400];
+    for (const [i, offset] of offsets.entries())
+      await publishSchedule(`pass.${i}`, t0 + offset, String(offset));
+    await fires.waitForAll(offsets.map((_, i) => sched(`pass.${i}`)));
+    const seen = offsets.map((offset, i) => {
+      const f = fires.of(sched(`pass.${i}`));
+      expect(f).toHaveLength(1);
+      expect(f[0]!.storedMs).toBeGreaterThanOrEqual(t0 + offset);
+      return `+${offset} → +${(f[0]!.storedMs - t0).toFixed(0)}`;
+    });
+    // Seen: the first at its instant, then the others on passes 250 ms apart (+251, +502, +753, +1004, …).
+    console.log(`due → fired (ms after the first instant): ${seen.join(', ')}`);
+  });
+
   it('(g) holds a fire as a claim of a durable consumer: unacknowledged, it is delivered again after ack_wait; kept in progress, it is not', async () => {
     const jsm = await jetstreamManager(nc);
     await jsm.consumers.add(stream, {
