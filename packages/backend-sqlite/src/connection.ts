@@ -79,6 +79,10 @@ export class SqliteConnection {
     try {
       const reader = new Database(this.file, { fileMustExist: true, timeout: this.#options.busyTimeoutMs });
       reader.pragma('query_only = 1');
+      // SQLite's own default page cache (2 MB) rather than better-sqlite3's 16 MB: the reader serves
+      // listings, counts and single loads outside transactions, which the OS page cache serves as well,
+      // and a status page paging through large messages would otherwise keep 16 MB of them resident.
+      reader.pragma('cache_size = -2000');
       this.#reader = reader;
     } catch (error) {
       throw mapSqliteError('open a read connection', this.file, error);
