@@ -31,21 +31,41 @@ function drop(pool: pg.Pool, ...schemas: string[]): Promise<unknown> {
   return Promise.all(schemas.map((s) => pool.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`)));
 }
 
+/**
+ * The application's side of a subject: a pool, the orders table in a schema of its own, Drizzle on the
+ * pool, and the row each transaction inserts.
+ */
+async function application(prefix: string) {
+  const schema = uniqueName(prefix);
+  const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
+  await ordersTable(pool, schema);
+  const db = drizzle({ client: pool });
+  const table = sql.raw(`"${schema}".orders`);
+  return {
+    schema,
+    pool,
+    db,
+    /** Inserts order `i` through the application's Drizzle transaction `tx`. */
+    insert: (tx: { execute(query: ReturnType<typeof sql>): PromiseLike<unknown> }, i: number) =>
+      tx.execute(sql`INSERT INTO ${table} (id, status) VALUES (${`o-${i}`}, 'pending')`),
+    async close() {
+      await drop(pool, schema);
+      await pool.end();
+    },
+  };
+}
+
 const DUETIME_DRIZZLE: OrmSubject = {
   name: 'duetime/postgres, store.join(fromDrizzle(tx))',
   library: 'duetime',
   backend: 'postgres-drizzle',
   async open() {
-    const schema = uniqueName('orm_duetime_');
-    const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
-    await ordersTable(pool, schema);
-    const backend = await createPostgresBackend({ pool }, { schema });
-    const db = drizzle({ client: pool });
-    const table = sql.raw(`"${schema}".orders`);
+    const app = await application('orm_duetime_');
+    const backend = await createPostgresBackend({ pool: app.pool }, { schema: app.schema });
     return {
       order: (i) =>
-        db.transaction(async (tx) => {
-          await tx.execute(sql`INSERT INTO ${table} (id, status) VALUES (${`o-${i}`}, 'pending')`);
+        app.db.transaction(async (tx) => {
+          await app.insert(tx, i);
           await backend.store.join(fromDrizzle(tx), (dt) =>
             dt.schedule(`order/o-${i}/expire`, new Date(Date.now() + HOUR), {
               type: 'order.expire',
@@ -55,8 +75,7 @@ const DUETIME_DRIZZLE: OrmSubject = {
         }),
       async close() {
         await backend.close();
-        await drop(pool, schema);
-        await pool.end();
+        await app.close();
       },
     };
   },
@@ -68,12 +87,10 @@ const PGBOSS_DRIZZLE: OrmSubject = {
   backend: 'postgres-drizzle',
   async open() {
     const { PgBoss, fromDrizzle: bossFromDrizzle } = await import('pg-boss');
-    const schema = uniqueName('orm_pgboss_');
-    const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
-    await ordersTable(pool, schema);
+    const app = await application('orm_pgboss_');
     const boss = new PgBoss({
       connectionString: PG_URL,
-      schema,
+      schema: app.schema,
       supervise: false,
       schedule: false,
       migrate: true,
@@ -81,12 +98,10 @@ const PGBOSS_DRIZZLE: OrmSubject = {
     boss.on('error', () => {});
     await boss.start();
     await boss.createQueue('orders');
-    const db = drizzle({ client: pool });
-    const table = sql.raw(`"${schema}".orders`);
     return {
       order: (i) =>
-        db.transaction(async (tx) => {
-          await tx.execute(sql`INSERT INTO ${table} (id, status) VALUES (${`o-${i}`}, 'pending')`);
+        app.db.transaction(async (tx) => {
+          await app.insert(tx, i);
           await boss.send(
             'orders',
             { orderId: `o-${i}` },
@@ -95,8 +110,7 @@ const PGBOSS_DRIZZLE: OrmSubject = {
         }),
       async close() {
         await boss.stop({ graceful: false });
-        await drop(pool, schema);
-        await pool.end();
+        await app.close();
       },
     };
   },
@@ -138,20 +152,13 @@ const FLOOR: OrmSubject = {
   library: 'none',
   backend: 'postgres-drizzle',
   async open() {
-    const schema = uniqueName('orm_floor_');
-    const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
-    await ordersTable(pool, schema);
-    const db = drizzle({ client: pool });
-    const table = sql.raw(`"${schema}".orders`);
+    const app = await application('orm_floor_');
     return {
       order: (i) =>
-        db.transaction(async (tx) => {
-          await tx.execute(sql`INSERT INTO ${table} (id, status) VALUES (${`o-${i}`}, 'pending')`);
+        app.db.transaction(async (tx) => {
+          await app.insert(tx, i);
         }),
-      async close() {
-        await drop(pool, schema);
-        await pool.end();
-      },
+      close: () => app.close(),
     };
   },
 };
