@@ -15,14 +15,20 @@ import {
 // so its failure undoes only its own statements.
 
 /**
- * Takes the running part's savepoint, releasing an earlier part's in the same round trip (one simple
- * query). Sent at once, so it goes out ahead of the statement that asked for it.
+ * The statements that take the running part's savepoint, releasing an earlier part's first; from here
+ * on the part counts as saved. The caller sends them ahead of the part's first statement (see
+ * leading.ts), or on their own with {@link partSavepoint}.
  */
-export function partSavepoint(unit: PostgresUnit): Promise<unknown> {
+export function partStatements(unit: PostgresUnit): string[] {
   unit.part!.saved = true;
-  const text = unit.held ? `RELEASE SAVEPOINT ${PART}; SAVEPOINT ${PART}` : `SAVEPOINT ${PART}`;
+  const statements = unit.held ? [`RELEASE SAVEPOINT ${PART}`, `SAVEPOINT ${PART}`] : [`SAVEPOINT ${PART}`];
   unit.held = true;
-  return unit.client!.query(text);
+  return statements;
+}
+
+/** Takes the running part's savepoint now, in a round trip of its own (one simple query). */
+export function partSavepoint(unit: PostgresUnit): Promise<unknown> {
+  return unit.client!.query(partStatements(unit).join('; '));
 }
 
 /**

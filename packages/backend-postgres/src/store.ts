@@ -26,7 +26,7 @@ import {
 import type pg from 'pg';
 import type { CheckedOutClient, Connection, PostgresExecutor } from './connection.js';
 import type { ChangeNotifier } from './notifications.js';
-import { partSavepoint, runPart } from './parts.js';
+import { partSavepoint, partStatements, runPart } from './parts.js';
 import { deadLetterSql } from './sql/dead-letters.js';
 import { eventSql } from './sql/events.js';
 import { quoteIdent } from './sql/ident.js';
@@ -136,26 +136,19 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
       saved: false,
       ended: false,
       sql: guardSql(client, () => {
-        if (unit.part) {
-          if (!unit.part.saved)
-            partSavepoint(unit).catch((error: unknown) => {
-              unit.failure ??= error;
-            });
-          return;
-        }
+        const failed = (error: unknown) => {
+          unit.failure ??= error;
+        };
+        if (unit.part) return unit.part.saved ? undefined : { statements: partStatements(unit), failed };
         if (unit.joined && !unit.saved) {
           // The application's own statements through tx.sql are undone with duetime's when fn throws.
           unit.saved = true;
-          Promise.resolve(unit.writer!.exec.query(`SAVEPOINT ${JOIN}`, [])).catch((error: unknown) => {
-            unit.failure ??= error;
-          });
-          return;
+          Promise.resolve(unit.writer!.exec.query(`SAVEPOINT ${JOIN}`, [])).catch(failed);
+          return undefined;
         }
-        if (unit.begun) return;
+        if (unit.begun) return undefined;
         unit.begun = true;
-        client.query(BEGIN).catch((error: unknown) => {
-          unit.failure ??= error;
-        });
+        return { statements: [BEGIN], failed };
       }) as pg.PoolClient,
     };
     return unit;

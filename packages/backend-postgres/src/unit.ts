@@ -8,6 +8,7 @@ import {
 import type pg from 'pg';
 import type { CheckedOutClient, Connection, PostgresExecutor } from './connection.js';
 import { sqlState } from './errors.js';
+import { type Lead, queryWithLead } from './leading.js';
 import { Writer } from './writes.js';
 
 /**
@@ -84,10 +85,11 @@ export async function control(
 
 /**
  * `tx.sql`: the unit's pg client, whose `query` refuses transaction control (BEGIN, COMMIT, ROLLBACK, …:
- * they would end duetime's transaction under it) and queues the unit's BEGIN ahead of the first
- * statement. Everything else is the client's own.
+ * they would end duetime's transaction under it) and sends what the unit still owes ahead of a statement
+ * (its BEGIN, a delivery part's savepoint: `beforeQuery`'s lead) in the statement's own round trip where
+ * it can (see leading.ts), else as a query of its own just before it. Everything else is the client's own.
  */
-export function guardSql(client: pg.ClientBase, beforeQuery: () => void): pg.ClientBase {
+export function guardSql(client: pg.ClientBase, beforeQuery: () => Lead | undefined): pg.ClientBase {
   const query = (...args: unknown[]) => {
     const first = args[0] as string | { text?: unknown } | undefined;
     const text = typeof first === 'string' ? first : first?.text;
@@ -100,7 +102,12 @@ export function guardSql(client: pg.ClientBase, beforeQuery: () => void): pg.Cli
       queueMicrotask(() => (callback as (error: unknown) => void)(error));
       return undefined;
     }
-    beforeQuery();
+    const lead = beforeQuery();
+    if (lead) {
+      const fused = queryWithLead(client, args, lead);
+      if (fused.sent) return fused.result;
+      client.query(lead.statements.join('; ')).catch((error: unknown) => lead.failed(error));
+    }
     return (client.query as (...a: unknown[]) => unknown)(...args);
   };
   return new Proxy(client, {

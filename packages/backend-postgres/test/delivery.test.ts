@@ -23,7 +23,8 @@ afterAll(dropSchemas);
 
 /**
  * A backend on a pool of the test's own whose clients record every message they send (one entry per
- * `client.query` call: one round trip each), with an application table next to duetime's.
+ * `client.query` call: one round trip each; control statements that ride with a statement are written
+ * ahead of it, `BEGIN | INSERT …`), with an application table next to duetime's.
  */
 async function recorded() {
   const schema = schemaFor(freshNamespace());
@@ -32,10 +33,12 @@ async function recorded() {
   pool.on('connect', (client) => {
     const query = client.query.bind(client) as (...args: unknown[]) => unknown;
     (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
-      const first = args[0] as string | { text?: string; name?: string };
+      const first = args[0] as string | { text?: string; name?: string; lead?: { statements: string[] } };
+      const text = typeof first === 'string' ? first : (first.text ?? first.name ?? '');
+      const lead = typeof first === 'string' ? undefined : first.lead;
       sent.push({
         client: client as pg.PoolClient,
-        text: typeof first === 'string' ? first : (first.text ?? first.name ?? ''),
+        text: lead ? `${lead.statements.join('; ')} | ${text}` : text,
       });
       return query(...args);
     };
@@ -321,7 +324,7 @@ describe('delivery batches through the dispatcher', () => {
     }
   });
 
-  it('takes a part’s savepoint with its first statement only, and releases it with the next part’s', async () => {
+  it('takes a part’s savepoint with its first statement, in its round trip, and releases it with the next part’s', async () => {
     const t = await recorded();
     try {
       await due(t.backend, 4);
@@ -344,10 +347,12 @@ describe('delivery batches through the dispatcher', () => {
         .slice(from)
         .map((s) => s.text)
         .filter((text) => /SAVEPOINT/.test(text));
+      const insert = `INSERT INTO "${t.schema}".app_rows (id) VALUES ($1)`;
+      // One round trip per writing part: its savepoint goes out with its statement.
       expect(savepoints).toEqual([
-        'SAVEPOINT duetime_part',
-        'RELEASE SAVEPOINT duetime_part; SAVEPOINT duetime_part',
-        'RELEASE SAVEPOINT duetime_part; SAVEPOINT duetime_part',
+        `SAVEPOINT duetime_part | ${insert}`,
+        `RELEASE SAVEPOINT duetime_part; SAVEPOINT duetime_part | ${insert}`,
+        `RELEASE SAVEPOINT duetime_part; SAVEPOINT duetime_part | ${insert}`,
       ]);
     } finally {
       await t.close();
@@ -386,6 +391,30 @@ describe('delivery batches through the dispatcher', () => {
 });
 
 describe('plain transactions', () => {
+  it('sends BEGIN with the application’s first statement: three round trips for a row and a schedule', async () => {
+    const t = await recorded();
+    try {
+      const from = t.sent.length;
+      await t.backend.store.transact(async (tx) => {
+        await tx.sql.query(`INSERT INTO "${t.schema}".app_rows (id) VALUES ($1)`, ['r1']);
+        await tx.schedule('row/r1', new Date(Date.now() + HOUR), { type: 't' });
+      });
+      const texts = t.sent
+        .slice(from)
+        .map((s) => s.text)
+        .filter((text) => !text.includes('pg_notify'));
+      expect(texts).toHaveLength(3);
+      expect(texts[0]).toBe(
+        `BEGIN ISOLATION LEVEL READ COMMITTED | INSERT INTO "${t.schema}".app_rows (id) VALUES ($1)`,
+      );
+      expect(texts[2]).toBe('COMMIT');
+      expect(await t.rows()).toEqual(['r1']);
+      expect((await t.backend.store.loadSchedule('row/r1'))?.key).toBe('row/r1');
+    } finally {
+      await t.close();
+    }
+  });
+
   it('sends a transaction that only schedules as one statement, without BEGIN or COMMIT', async () => {
     const t = await recorded();
     try {
