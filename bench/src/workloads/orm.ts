@@ -146,6 +146,39 @@ const DUETIME_TXSQL: OrmSubject = {
   },
 };
 
+/**
+ * duetime's put written by hand in the application's Drizzle transaction: the statement a join sends (a
+ * call of the schema's `put_schedules`), without duetime's API around it (validation, the transaction's
+ * bookkeeping, the binding). `store.join` against this is what the binding and core cost on the same
+ * round trips; against `store.transact` with `tx.sql`, the application's own transaction differs too (its
+ * BEGIN is a round trip of its own, where duetime's rides with the first statement).
+ */
+const BY_HAND: OrmSubject = {
+  name: "duetime's put by hand in the application's Drizzle transaction",
+  library: 'none',
+  backend: 'postgres-drizzle',
+  async open() {
+    const app = await application('orm_byhand_');
+    const backend = await createPostgresBackend({ pool: app.pool }, { schema: app.schema });
+    const put = sql.raw(`"${app.schema}".put_schedules`);
+    return {
+      order: (i) =>
+        app.db.transaction(async (tx) => {
+          await app.insert(tx, i);
+          const at = new Date(Date.now() + HOUR).toISOString();
+          const message = JSON.stringify({ type: 'order.expire', aggregateId: `o-${i}` });
+          await tx.execute(
+            sql`SELECT ${put}(ARRAY[${`order/o-${i}/expire`}]::text[], ARRAY[${at}]::timestamptz[], ARRAY[${at}]::timestamptz[], ARRAY[${message}]::text[], ARRAY[NULL]::text[], ARRAY[false]) AS n`,
+          );
+        }),
+      async close() {
+        await backend.close();
+        await app.close();
+      },
+    };
+  },
+};
+
 /** The application's transaction alone, with no message: the floor every subject above stands on. */
 const FLOOR: OrmSubject = {
   name: "the application's Drizzle transaction alone (no message)",
@@ -163,7 +196,7 @@ const FLOOR: OrmSubject = {
   },
 };
 
-const SUBJECTS = [DUETIME_DRIZZLE, PGBOSS_DRIZZLE, DUETIME_TXSQL, FLOOR];
+const SUBJECTS = [DUETIME_DRIZZLE, PGBOSS_DRIZZLE, DUETIME_TXSQL, BY_HAND, FLOOR];
 
 /** Transactions per second, `concurrency` of them at a time, `count` in all. */
 async function rate(subject: OrmSubject, count: number, concurrency: number): Promise<number> {
@@ -186,8 +219,9 @@ async function rate(subject: OrmSubject, count: number, concurrency: number): Pr
 /**
  * orm: an order row and its expiry in one transaction the application opened with Drizzle, awaited one
  * after another (c1) and 16 at a time (c16): duetime's `store.join` through `@duetime/bindings` against
- * pg-boss 12's `send(…, { db: fromDrizzle(tx, sql) })` on the same server, and against duetime's own
- * `store.transact` with `tx.sql` (the binding's overhead).
+ * pg-boss 12's `send(…, { db: fromDrizzle(tx, sql) })` on the same server, against the same put written
+ * by hand in that transaction (what duetime's API and the binding cost), and against duetime's own
+ * `store.transact` with `tx.sql`.
  */
 export async function ormWorkload(ctx: BenchContext): Promise<Row[]> {
   const count = ctx.quick ? 300 : 3000;
@@ -211,6 +245,20 @@ export async function ormWorkload(ctx: BenchContext): Promise<Row[]> {
     );
     rows.push(
       soloRow('orm', `${label} (floor: no message)`, 'tx/s', 'higher', FLOOR.name, samples.get(FLOOR.name)!),
+    );
+    const hand = samples.get(BY_HAND.name)!;
+    rows.push(
+      soloRow('orm', `${label} (duetime's put by hand, no API)`, 'tx/s', 'higher', BY_HAND.name, hand),
+    );
+    rows.push(
+      soloRow(
+        'orm',
+        `${label}: store.join through Drizzle ÷ the same put by hand`,
+        'ratio',
+        'higher',
+        DUETIME_DRIZZLE.name,
+        join.map((v, i) => v / (hand[i] ?? Number.NaN)),
+      ),
     );
     rows.push(
       soloRow(
