@@ -312,12 +312,15 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
         'is a pool, which runs each statement outside any transaction: pass a client inside BEGIN, or an executor of the transaction',
       );
     this.#connection.check();
+    const schema = this.#connection.target.schema;
     const exec: PostgresExecutor = {
       query: async (text, params) => {
-        const result = (await client.query(text, [...(params ?? [])])) as {
-          rows?: unknown[];
-          rowCount?: number | null;
-        };
+        let result: { rows?: unknown[]; rowCount?: number | null };
+        try {
+          result = (await client.query(text, [...(params ?? [])])) as typeof result;
+        } catch (error) {
+          throw elsewhere(error, schema) ?? error;
+        }
         const rows = (Array.isArray(result?.rows) ? result.rows : []) as never[];
         return { rows, rowCount: result?.rowCount ?? rows.length };
       },
@@ -443,4 +446,22 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
   watch(listener: (event: WatchEvent) => void): () => void {
     return this.#notifier.watch(listener);
   }
+}
+
+/** SQLSTATEs of a statement naming a schema, table or function the database does not have. */
+const MISSING = new Set(['3F000', '42P01', '42883']);
+
+/**
+ * A joined statement that found no duetime store: the handle is a transaction of another database (or
+ * of one the store was never migrated into). Refused naming the handle; undefined for any other error.
+ */
+function elsewhere(error: unknown, schema: string): InvalidArgumentError | undefined {
+  const state = sqlStateOf(error);
+  if (state === undefined || !MISSING.has(state)) return undefined;
+  return new InvalidArgumentError(
+    'handle',
+    '(transaction handle)',
+    `is a transaction on a database without the store's schema ${JSON.stringify(schema)}: a transaction of another database, or of one the store was never migrated into (${error instanceof Error ? error.message : String(error)})`,
+    { cause: error },
+  );
 }

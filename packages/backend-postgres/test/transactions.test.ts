@@ -388,6 +388,31 @@ describe('store.join: statements sent', () => {
   });
 });
 
+describe('store.join: a transaction of another database', () => {
+  it('refuses, naming the handle, a transaction on a database where the store does not exist; nothing is written', async () => {
+    const { backend } = await withAppTable();
+    // Another database on the same server (the `postgres` database every server has).
+    const url = new URL(urlWithUser(PG_URL));
+    url.pathname = '/postgres';
+    const other = new pg.Client({ connectionString: url.toString() });
+    await other.connect();
+    try {
+      await other.query('BEGIN');
+      const refused = await backend.store
+        .join(other, (tx) => tx.schedule('elsewhere/1', new Date(Date.now() + HOUR), msg('e')))
+        .catch((error: unknown) => error);
+      expect(refused).toBeInstanceOf(InvalidArgumentError);
+      expect(refused).toMatchObject({ field: 'handle', code: 'DUETIME_INVALID_ARGUMENT' });
+      expect(String((refused as Error).message)).toMatch(/another database/);
+      await other.query('ROLLBACK');
+      expect(await backend.store.loadSchedule('elsewhere/1')).toBeUndefined();
+    } finally {
+      await other.end();
+      await backend.close();
+    }
+  });
+});
+
 describe('closing', () => {
   it('closes every connection it opened, is idempotent, and refuses calls afterwards', async () => {
     const applicationName = `dt-close-${randomBytes(3).toString('hex')}`;
