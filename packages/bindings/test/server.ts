@@ -2,7 +2,16 @@ import { createPostgresBackend } from '@duetime/backend-postgres';
 import { Dispatcher, type DispatcherOptions } from '@duetime/core';
 import pg from 'pg';
 import { afterAll, beforeAll } from 'vitest';
-import { urlWithUser } from './libraries.js';
+
+/** The server the tests use (trust auth, database `test`); DUETIME_PG_URL overrides it. */
+export const PG_URL = process.env.DUETIME_PG_URL ?? 'postgres://127.0.0.1:5432/test';
+
+/** PG_URL with the login name as its user when it names none (libraries differ in their default). */
+export function urlWithUser(): string {
+  const url = new URL(PG_URL);
+  if (!url.username) url.username = process.env.PGUSER ?? process.env.USER ?? 'postgres';
+  return url.toString();
+}
 
 /** A pool on the test server, failing with how to start it when the server is not reachable. */
 export async function reachablePool(max: number): Promise<pg.Pool> {
@@ -26,7 +35,12 @@ export type Backend = Awaited<ReturnType<typeof createPostgresBackend>>;
  */
 export function useBackend(name: string, setup: (pool: pg.Pool, schema: string) => Promise<void>) {
   const schema = `${name}_${process.pid}`;
-  const server = { schema } as { schema: string; pool: pg.Pool; backend: Backend };
+  const server = { schema, url: urlWithUser() } as {
+    schema: string;
+    url: string;
+    pool: pg.Pool;
+    backend: Backend;
+  };
   beforeAll(async () => {
     server.pool = await reachablePool(8);
     server.backend = await createPostgresBackend({ pool: server.pool }, { schema });

@@ -1,0 +1,36 @@
+import type { BindingTarget } from '@duetime/bindings/conformance';
+import { target as drizzleNodePostgres } from './drizzle-node-postgres.js';
+import { target as drizzlePostgresJs } from './drizzle-postgres-js.js';
+import { target as knex } from './knex.js';
+import { target as kysely } from './kysely.js';
+import { target as nodePostgres } from './node-postgres.js';
+import { target as postgresJs } from './postgres-js.js';
+import { target as prisma } from './prisma.js';
+import { target as sequelize } from './sequelize.js';
+import { target as typeorm } from './typeorm.js';
+
+/** A library's target, and the module exporting it as `target` (for the child processes of the group). */
+export interface Target {
+  // biome-ignore lint/suspicious/noExplicitAny: each target has its library's own type
+  target: BindingTarget<any>;
+  module: URL;
+}
+
+const at = (file: string) => new URL(`./${file}.ts`, import.meta.url);
+
+/** Every library this package binds, by the target's name. */
+export const TARGETS: Record<string, Target> = Object.fromEntries(
+  (
+    [
+      [nodePostgres, 'node-postgres'],
+      [postgresJs, 'postgres-js'],
+      [kysely, 'kysely'],
+      [knex, 'knex'],
+      [drizzleNodePostgres, 'drizzle-node-postgres'],
+      [drizzlePostgresJs, 'drizzle-postgres-js'],
+      [prisma, 'prisma'],
+      [typeorm, 'typeorm'],
+      [sequelize, 'sequelize'],
+    ] as const
+  ).map(([target, file]) => [target.name, { target, module: at(file) }]),
+);
