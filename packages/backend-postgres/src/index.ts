@@ -5,6 +5,7 @@
 
 export type { PostgresExecutor } from './connection.js';
 export { type ConnectionTarget, describeTarget } from './errors.js';
+export type { TransactionRunner } from './hosted.js';
 export type { MigrationResult } from './migrate.js';
 export { type Migration, migrations, SCHEMA_VERSION } from './migrations/index.js';
 export { channelFor } from './notifications.js';

@@ -9,6 +9,7 @@ import {
 } from '@duetime/core';
 import pg from 'pg';
 import type { ConnectionTarget } from './errors.js';
+import { readRunner, type TransactionRunner } from './hosted.js';
 
 /**
  * Where the backend's connections come from: a URL (the backend creates, owns and closes a pool), or the
@@ -49,6 +50,14 @@ export interface PostgresBackendOptions {
    * Set it to your dispatchers' `watchedRescanInterval` if you raised that.
    */
   joinNotifyWithinMs?: number;
+  /**
+   * Opens every duetime transaction (each delivery batch, each `store.transact`) through your own library
+   * instead of duetime's pool: `(fn) => db.transaction((tx) => fn(executor, tx))`. Processors then get
+   * your library's transaction as `tx.sql`, typed (a Drizzle or Kysely transaction, a postgres.js `sql`, a
+   * Prisma transaction client, …), and their writes commit with the consumption. `@duetime/bindings` has
+   * a runner per library. Default: duetime's own transactions on its pool, `tx.sql` a pg client.
+   */
+  transactions?: TransactionRunner<unknown>;
 }
 
 /** Options renamed to one spelling across backends: the old names work, with a warning, until the next minor. */
@@ -94,6 +103,7 @@ export function readOptions(read: OptionReader) {
     idleInTransactionTimeoutMs: read.duration('idleInTransactionTimeoutMs', 60_000, { allowZero: true }),
     claimTimeoutMs: read.duration('claimTimeoutMs', 30_000),
     joinNotifyWithinMs: read.duration('joinNotifyWithinMs', 30_000, { allowZero: true }),
+    transactions: readRunner(read.value('transactions')),
   };
 }
 

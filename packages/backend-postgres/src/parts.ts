@@ -1,6 +1,5 @@
 import { BackendError } from '@duetime/core';
 import type { Connection } from './connection.js';
-import { sqlState } from './errors.js';
 import {
   ABORTED,
   control,
@@ -8,6 +7,7 @@ import {
   PART,
   type PostgresUnit,
   settledStatus,
+  sqlStateOf,
   transactionStatus,
 } from './unit.js';
 
@@ -71,9 +71,9 @@ export async function runPart<T>(
 /** Releases the part's savepoint; a part whose statement failed is rolled back to it and refused. */
 async function releasePart(connection: Connection, unit: PostgresUnit): Promise<void> {
   try {
-    await unit.client!.query(`RELEASE SAVEPOINT ${PART}`);
+    await control(connection, unit, 'end a delivery part', `RELEASE SAVEPOINT ${PART}`);
   } catch (error) {
-    if (sqlState(error) !== IN_FAILED_TRANSACTION) throw connection.error(error, 'end a delivery part');
+    if (sqlStateOf(error) !== IN_FAILED_TRANSACTION) throw connection.error(error, 'end a delivery part');
     await undoPart(connection, unit);
     throw new BackendError('end a delivery part', ABORTED, { cause: error });
   }

@@ -2,6 +2,7 @@ import { type Backend, defineBackend } from '@duetime/core';
 import type pg from 'pg';
 import { Connection } from './connection.js';
 import { describeTarget } from './errors.js';
+import type { TransactionRunner } from './hosted.js';
 import { PostgresCursors, PostgresLeases } from './leases.js';
 import { type MigrationResult, requireCurrentSchema, runMigrations } from './migrate.js';
 import { ChangeNotifier, NOTIFY } from './notifications.js';
@@ -53,10 +54,13 @@ function postgres(factory: string) {
       });
       ctx.onClose(() => notifier.close());
       return {
-        store: new PostgresStore(connection, notifier, options.claimTimeoutMs, {
-          clock,
-          joinNotifyWithinMs: options.joinNotifyWithinMs,
-        }),
+        store: new PostgresStore(
+          connection,
+          notifier,
+          options.claimTimeoutMs,
+          { clock, joinNotifyWithinMs: options.joinNotifyWithinMs },
+          options.transactions,
+        ),
         leases: new PostgresLeases(connection),
         cursors: new PostgresCursors(connection),
         capabilities: { multiProcess: true, durable: true, sql: true, exclusiveClaims: true },
@@ -75,7 +79,8 @@ const openMigrator = postgres('migrate');
  * checks that it exists and is current, creating and changing nothing), and returns the {@link Backend}.
  * `tx.sql` inside `store.transact` is the pg client running the transaction, so the application's own
  * statements commit atomically with its schedules; `store.join(client, fn)` works inside a transaction
- * the application began on its own pg client.
+ * the application began on its own pg client. With `options.transactions`, every duetime transaction is
+ * opened by the application's own library instead, and `tx.sql` is that library's transaction.
  *
  * Fails fast, never hangs: a bad URL or option throws an InvalidArgumentError at once; an unreachable
  * server, wrong credentials, a missing database or a schema the user may not use reject with a
@@ -93,11 +98,19 @@ const openMigrator = postgres('migrate');
  *   });
  * });
  */
+export function createPostgresBackend<Sql>(
+  connection: PostgresConnection,
+  options: PostgresBackendOptions & { transactions: TransactionRunner<Sql> },
+): Promise<Backend<Sql>>;
+export function createPostgresBackend(
+  connection: PostgresConnection,
+  options?: PostgresBackendOptions,
+): Promise<Backend<pg.PoolClient>>;
 export function createPostgresBackend(
   connection: PostgresConnection,
   options: PostgresBackendOptions = {},
-): Promise<Backend<pg.PoolClient>> {
-  return openPostgres(connection, options);
+): Promise<Backend<unknown>> {
+  return openPostgres(connection, options) as Promise<Backend<unknown>>;
 }
 
 /**

@@ -25,6 +25,7 @@ import {
 } from '@duetime/core';
 import type pg from 'pg';
 import type { CheckedOutClient, Connection, PostgresExecutor } from './connection.js';
+import { type Hosted, host, type TransactionRunner } from './hosted.js';
 import type { ChangeNotifier } from './notifications.js';
 import { partSavepoint, partStatements, runPart } from './parts.js';
 import { deadLetterSql } from './sql/dead-letters.js';
@@ -65,14 +66,18 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
   readonly renewEveryMs: number;
 
   readonly #join: { clock: Clock; joinNotifyWithinMs: number };
+  /** Opens every transaction through the application's library (the `transactions` option). */
+  readonly #runner: TransactionRunner | undefined;
 
   constructor(
     connection: Connection,
     notifier: ChangeNotifier,
     claimTimeoutMs: number,
     join: { clock: Clock; joinNotifyWithinMs: number } = { clock: systemClock, joinNotifyWithinMs: 30_000 },
+    runner?: TransactionRunner,
   ) {
     this.#join = join;
+    this.#runner = runner;
     this.#connection = connection;
     this.#notifier = notifier;
     const s = quoteIdent(connection.target.schema);
@@ -90,14 +95,15 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
       if (claimed.length === 0)
         return { owner, claimed, joined: false, begun: false, saved: false, ended: false };
     }
-    let out: CheckedOutClient;
+    let unit: PostgresUnit;
     try {
-      out = await this.#connection.checkout('begin transaction');
+      unit = this.#runner
+        ? this.#hostedUnit(await host(this.#runner, this.#connection), owner, claimed)
+        : await this.#checkedOutUnit(owner, claimed);
     } catch (error) {
       if (claimed) await this.#release(claimed, owner);
       throw error;
     }
-    const unit = this.#unit(out.client, { owner, out, joined: false, ...(claimed ? { claimed } : {}) });
     if (claimed) {
       try {
         await this.#begin(unit);
@@ -152,6 +158,31 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
       }) as pg.PoolClient,
     };
     return unit;
+  }
+
+  async #checkedOutUnit(owner: string, claimed: Claimed[] | undefined): Promise<PostgresUnit> {
+    const out: CheckedOutClient = await this.#connection.checkout('begin transaction');
+    return this.#unit(out.client, { owner, out, joined: false, ...(claimed ? { claimed } : {}) });
+  }
+
+  /** A unit on a transaction the application's library opened (the `transactions` option). */
+  #hostedUnit(hosted: Hosted, owner: string, claimed: Claimed[] | undefined): PostgresUnit {
+    return {
+      owner,
+      joined: false,
+      hosted,
+      exec: hosted.exec,
+      sql: hosted.handle as pg.PoolClient,
+      writer: new Writer(
+        this.#connection,
+        { ...this.#sql, schedules: { ...this.#sql.schedules, put: this.#sql.schedules.putCall } },
+        hosted.exec,
+      ),
+      ...(claimed ? { claimed } : {}),
+      begun: true,
+      saved: false,
+      ended: false,
+    };
   }
 
   async #claim(claim: ClaimRequest, owner: string): Promise<Claimed[]> {
@@ -238,16 +269,22 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
         unit.ended = true;
         return;
       }
-      const result = await control(this.#connection, unit, operation, 'COMMIT');
-      unit.ended = true;
-      unit.out!.release(false);
-      // PostgreSQL answers COMMIT of a transaction already aborted by an error (one the application caught
-      // and swallowed) with ROLLBACK, not with an error.
-      if (result.command === 'ROLLBACK')
-        throw new BackendError(
-          operation,
-          'the transaction had failed on an earlier statement (an error caught inside it) and was rolled back',
-        );
+      if (unit.hosted) {
+        // The application's library commits when its function returns.
+        unit.ended = true;
+        await unit.hosted.end(true);
+      } else {
+        const result = await control(this.#connection, unit, operation, 'COMMIT');
+        unit.ended = true;
+        unit.out!.release(false);
+        // PostgreSQL answers COMMIT of a transaction already aborted by an error (one the application
+        // caught and swallowed) with ROLLBACK, not with an error.
+        if (result.command === 'ROLLBACK')
+          throw new BackendError(
+            operation,
+            'the transaction had failed on an earlier statement (an error caught inside it) and was rolled back',
+          );
+      }
     } catch (error) {
       if (!unit.ended) await this.rollback(unit).catch(() => {});
       else if (unit.claimed) await this.#release(unit.claimed, unit.owner).catch(() => {});
@@ -281,6 +318,8 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
           'undo the joined writes',
           `ROLLBACK TO SAVEPOINT ${JOIN}; RELEASE SAVEPOINT ${JOIN}`,
         );
+      } else if (unit.hosted) {
+        await unit.hosted.end(false);
       } else if (unit.out) {
         if (unit.begun) await unit.out.rollback();
         else unit.out.release(false);
@@ -367,7 +406,7 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     params: unknown[],
     unit: PostgresUnit | undefined,
   ): Promise<R[]> {
-    if (!unit?.client) return (await this.#connection.idempotent<R>(operation, text, params)).rows;
+    if (!unit?.writer) return (await this.#connection.idempotent<R>(operation, text, params)).rows;
     await this.#begin(unit);
     return (await this.#connection.query<R>(operation, text, params, unit.writer!.exec)).rows;
   }

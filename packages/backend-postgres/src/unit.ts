@@ -8,6 +8,7 @@ import {
 import type pg from 'pg';
 import type { CheckedOutClient, Connection, PostgresExecutor } from './connection.js';
 import { sqlState } from './errors.js';
+import type { Hosted } from './hosted.js';
 import { type Lead, queryWithLead } from './leading.js';
 import { Writer } from './writes.js';
 
@@ -38,8 +39,10 @@ export interface PostgresUnit extends Unit<pg.PoolClient> {
   readonly writer?: Writer;
   /** A unit on the application's transaction (`join`): ends with a savepoint, never with COMMIT. */
   readonly joined: boolean;
-  /** A joined unit's executor: every statement, transaction control included, goes through it. */
+  /** A joined or hosted unit's executor: every statement, transaction control included, goes through it. */
   readonly exec?: PostgresExecutor;
+  /** A unit on a transaction the application's library opened for it (the `transactions` option). */
+  readonly hosted?: Hosted;
   /** Whether BEGIN went out (it waits for the first statement, so a transaction that only puts is one). */
   begun: boolean;
   /**
@@ -132,7 +135,8 @@ export function oneStatement(changes: Changes): boolean {
  * `inTransaction()`; a node-postgres client through `getTransactionStatus()` (pg 8.12 and later).
  */
 export function transactionStatus(handle: unknown): 'T' | 'I' | 'E' | undefined {
-  const h = handle as { inTransaction?: unknown; getTransactionStatus?: unknown };
+  const h = handle as { inTransaction?: unknown; getTransactionStatus?: unknown } | null | undefined;
+  if (h === null || h === undefined) return undefined;
   if (typeof h.inTransaction === 'function') {
     const inside = (h.inTransaction as () => unknown).call(handle);
     return inside === true ? 'T' : inside === false ? 'I' : undefined;

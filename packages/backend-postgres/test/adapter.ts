@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { userInfo } from 'node:os';
 import type { Backend } from '@duetime/core';
 import pg from 'pg';
-import { createPostgresBackend } from '../src/index.js';
+import { createPostgresBackend, type TransactionRunner } from '../src/index.js';
 
 /** The server the tests use (trust auth, database `test`); DUETIME_PG_URL overrides it. */
 export const PG_URL = process.env.DUETIME_PG_URL ?? 'postgres://127.0.0.1:5432/test';
@@ -27,7 +27,12 @@ export function schemaFor(namespace: string): string {
  */
 export async function open(
   namespace: string,
-  options: { applicationName?: string; poolSize?: number; claimTimeoutMs?: number } = {},
+  options: {
+    applicationName?: string;
+    poolSize?: number;
+    claimTimeoutMs?: number;
+    transactions?: TransactionRunner<pg.PoolClient>;
+  } = {},
 ): Promise<Backend<pg.PoolClient>> {
   try {
     return await createPostgresBackend(

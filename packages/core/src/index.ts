@@ -23,6 +23,7 @@ export {
   refuseTransactionControl,
   type SqlExecutor,
   type SqlResult,
+  type TransactionRunner,
   transactionControl,
 } from './backend/sql.js';
 export * from './backend.js';

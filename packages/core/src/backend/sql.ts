@@ -66,3 +66,16 @@ export interface SqlExecutor {
    */
   inTransaction?(): boolean | undefined;
 }
+
+/**
+ * Runs `fn` in a transaction of the application's own SQL library, committing when `fn` returns and
+ * rolling back when it throws (as every library's `transaction(fn)` does), and hands it an executor of
+ * that transaction (for duetime's statements) and the library's handle (what processors get as
+ * `tx.sql`). A backend given one opens every transaction through it (PostgreSQL's `transactions` option);
+ * `@duetime/bindings` has one per library.
+ *
+ * @typeParam H The library's transaction handle (a Drizzle or Kysely transaction, a postgres.js `sql`, …).
+ */
+export type TransactionRunner<H = unknown> = <T>(
+  fn: (executor: SqlExecutor, handle: H) => Promise<T>,
+) => Promise<T>;
