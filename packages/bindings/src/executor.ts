@@ -6,8 +6,8 @@ export type { SqlExecutor, SqlResult };
  * Refuses a handle that is not what a binding expects, before anything is written: an
  * `InvalidArgumentError` naming the argument (`handle`) and what was expected.
  */
-export function refuse(handle: unknown, expected: string): never {
-  throw new InvalidArgumentError('handle', describe(handle), `must be ${expected}`);
+export function refuse(handle: unknown, expected: string, field = 'handle'): never {
+  throw new InvalidArgumentError(field, describe(handle), `must be ${expected}`);
 }
 
 /** What the processor direction (`toDrizzle`, `toKysely`, …) expects, in its refusals. */

@@ -1,3 +1,4 @@
+import type { TransactionRunner } from '@duetime/core';
 import knexFactory, { type Knex } from 'knex';
 import type { SqlExecutor } from './executor.js';
 import { countOf, deliveryClient, onceFor, questionMarks, refuse, rowsOf } from './executor.js';
@@ -83,4 +84,20 @@ export function toKnex(
     (knex.client as InstanceType<typeof DeliveryClient>).delivery = client;
     return knex;
   });
+}
+
+/**
+ * Opens every duetime transaction with Knex (`knex.transaction`): pass it as `createPostgresBackend`'s
+ * `transactions` option, and processors get the Knex `trx` as `tx.sql`, their writes committing with the
+ * schedule's consumption.
+ *
+ * @example
+ * const backend = await createPostgresBackend({ connectionString }, { transactions: knexTransactions(knex) });
+ * new Dispatcher({ store: backend.store, processor: (tx, m) => tx.sql('orders').where({ id: m.aggregateId }).update({ status: 'expired' }) });
+ */
+export function knexTransactions(knex: Knex): TransactionRunner<Knex.Transaction> {
+  const handle = knex as unknown as { transaction?: unknown; isTransaction?: unknown } | null;
+  if (typeof handle?.transaction !== 'function' || handle.isTransaction === true)
+    refuse(knex, 'a Knex instance (not a transaction), which opens transactions', 'knex');
+  return (fn) => knex.transaction((trx) => fn(fromKnex(trx), trx));
 }

@@ -1,3 +1,4 @@
+import type { TransactionRunner } from '@duetime/core';
 import { CompiledQuery, Kysely, PostgresDialect, type PostgresPool, type Transaction } from 'kysely';
 import type { SqlExecutor } from './executor.js';
 import { countOf, deliveryClient, pinned, refuse, rowsOf } from './executor.js';
@@ -48,4 +49,19 @@ export function toKysely<DB>(client: { query: (...args: never[]) => unknown }): 
     end: async () => {},
   };
   return new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+}
+
+/**
+ * Opens every duetime transaction with Kysely (`db.transaction().execute`): pass it as
+ * `createPostgresBackend`'s `transactions` option, and processors get the Kysely `Transaction` as
+ * `tx.sql`, their writes committing with the schedule's consumption.
+ *
+ * @example
+ * const backend = await createPostgresBackend({ connectionString }, { transactions: kyselyTransactions(db) });
+ * new Dispatcher({ store: backend.store, processor: (tx, m) => tx.sql.updateTable('orders').set({ status: 'expired' }).where('id', '=', m.aggregateId!).execute() });
+ */
+export function kyselyTransactions<DB>(db: Kysely<DB>): TransactionRunner<Transaction<DB>> {
+  if (typeof (db as { transaction?: unknown } | null)?.transaction !== 'function' || db?.isTransaction)
+    refuse(db, 'a Kysely instance (not a transaction), which opens transactions', 'db');
+  return (fn) => db.transaction().execute((trx) => fn(fromKysely(trx), trx));
 }

@@ -1,3 +1,5 @@
+import type { TransactionRunner } from '@duetime/core';
+import type { Sql, TransactionSql } from 'postgres';
 import type { SqlExecutor } from './executor.js';
 import { arraysAsLiterals, countOf, refuse, rowsOf } from './executor.js';
 
@@ -34,4 +36,24 @@ export function fromPostgresJs(tx: PostgresJsTransactionLike): SqlExecutor {
       return { rows, rowCount: countOf(result.count, rows.length) };
     },
   };
+}
+
+/**
+ * Opens every duetime transaction with postgres.js (`sql.begin`): pass it as `createPostgresBackend`'s
+ * `transactions` option, and processors get postgres.js's transaction `sql` as `tx.sql`, their writes
+ * committing with the schedule's consumption. `sql` is the top-level `postgres(url)`; a transaction's is
+ * refused.
+ *
+ * @example
+ * const backend = await createPostgresBackend({ connectionString }, { transactions: postgresJsTransactions(sql) });
+ * new Dispatcher({ store: backend.store, processor: (tx, m) => tx.sql`UPDATE orders SET status = 'expired' WHERE id = ${m.aggregateId!}` });
+ */
+// biome-ignore lint/complexity/noBannedTypes: postgres.js's own default for custom types
+export function postgresJsTransactions<T extends Record<string, unknown> = {}>(
+  sql: Sql<T>,
+): TransactionRunner<TransactionSql<T>> {
+  const handle = sql as unknown as Record<string, unknown> | null;
+  if (typeof handle?.begin !== 'function' || typeof handle.savepoint === 'function')
+    refuse(sql, 'the top-level postgres.js sql (postgres(url)), which opens transactions', 'sql');
+  return (fn) => sql.begin((tx) => fn(fromPostgresJs(tx), tx as TransactionSql<T>)) as Promise<never>;
 }

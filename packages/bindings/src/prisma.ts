@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module';
+import type { TransactionRunner } from '@duetime/core';
 import { InvalidArgumentError } from '@duetime/core';
 import type pg from 'pg';
 import type { SqlExecutor } from './executor.js';
@@ -82,3 +83,38 @@ export function toPrisma<T>(client: pg.ClientBase, create: (pool: pg.Pool) => T)
 }
 
 const require = createRequire(import.meta.url);
+
+/** Options of Prisma's interactive transactions (`prisma.$transaction(fn, options)`). */
+export interface PrismaTransactionOptions {
+  /** How long Prisma waits for a connection, in ms (Prisma's default 2,000). */
+  maxWait?: number;
+  /**
+   * How long the transaction may run, in ms (Prisma's default 5,000). A delivery batch aims at the
+   * Dispatcher's `batchDuration` (50 ms by default), but keep this above your slowest processor.
+   */
+  timeout?: number;
+}
+
+/** The part of a `PrismaClient` the transaction runner uses. */
+export interface PrismaClientLike<Tx> {
+  $transaction<R>(fn: (tx: Tx) => Promise<R>, options?: PrismaTransactionOptions): PromiseLike<R>;
+}
+
+/**
+ * Opens every duetime transaction with Prisma (an interactive `prisma.$transaction(fn)`): pass it as
+ * `createPostgresBackend`'s `transactions` option, and processors get Prisma's transaction client as
+ * `tx.sql`, their writes committing with the schedule's consumption. No second client per transaction
+ * (as `toPrisma` needs): the delivery runs in the transaction Prisma opens.
+ *
+ * @example
+ * const backend = await createPostgresBackend({ connectionString }, { transactions: prismaTransactions(prisma) });
+ * new Dispatcher({ store: backend.store, processor: (tx, m) => tx.sql.order.update({ where: { id: m.aggregateId }, data: { status: 'expired' } }) });
+ */
+export function prismaTransactions<Tx extends PrismaTransactionLike>(
+  prisma: PrismaClientLike<Tx>,
+  options: PrismaTransactionOptions = {},
+): TransactionRunner<Tx> {
+  if (typeof (prisma as { $transaction?: unknown } | null)?.$transaction !== 'function')
+    refuse(prisma, 'a PrismaClient, which opens interactive transactions', 'prisma');
+  return (fn) => Promise.resolve(prisma.$transaction((tx) => fn(fromPrisma(tx), tx), options));
+}

@@ -1,3 +1,4 @@
+import type { TransactionRunner } from '@duetime/core';
 import { InvalidArgumentError } from '@duetime/core';
 import { QueryTypes, type Sequelize, Transaction } from 'sequelize';
 import type { SqlExecutor } from './executor.js';
@@ -103,4 +104,20 @@ function refuseEnding(method: string): never {
     method,
     "is not for a delivery's transaction: duetime commits it with the schedule's consumption, and rolls back the processor's part when it throws",
   );
+}
+
+/**
+ * Opens every duetime transaction with Sequelize (a managed `sequelize.transaction`): pass it as
+ * `createPostgresBackend`'s `transactions` option, and processors get the `Transaction` as `tx.sql` (pass
+ * it as `{ transaction: tx.sql }` to models), their writes committing with the schedule's consumption.
+ *
+ * @example
+ * const backend = await createPostgresBackend({ connectionString }, { transactions: sequelizeTransactions(sequelize) });
+ * new Dispatcher({ store: backend.store, processor: (tx, m) => Order.update({ status: 'expired' }, { where: { id: m.aggregateId }, transaction: tx.sql }) });
+ */
+export function sequelizeTransactions(sequelize: Sequelize): TransactionRunner<Transaction> {
+  const handle = sequelize as unknown as { transaction?: unknown; query?: unknown } | null;
+  if (typeof handle?.transaction !== 'function' || typeof handle.query !== 'function')
+    refuse(sequelize, 'a Sequelize instance, which opens transactions', 'sequelize');
+  return (fn) => sequelize.transaction((t) => fn(fromSequelize(t), t));
 }

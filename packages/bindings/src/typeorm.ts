@@ -1,3 +1,4 @@
+import type { TransactionRunner } from '@duetime/core';
 import type { DataSource, EntityManager } from 'typeorm';
 import type { SqlExecutor } from './executor.js';
 import { countOf, deliveryClient, refuse, rowsOf } from './executor.js';
@@ -62,4 +63,20 @@ export function toTypeORM(
   // transaction: save() opens none of its own, manager.transaction() nests as a savepoint.
   Object.assign(runner, { databaseConnection: client, isTransactionActive: true, transactionDepth: 1 });
   return runner.manager;
+}
+
+/**
+ * Opens every duetime transaction with TypeORM (`dataSource.transaction`): pass it as
+ * `createPostgresBackend`'s `transactions` option, and processors get the transaction's `EntityManager`
+ * as `tx.sql`, their writes committing with the schedule's consumption.
+ *
+ * @example
+ * const backend = await createPostgresBackend({ connectionString }, { transactions: typeormTransactions(dataSource) });
+ * new Dispatcher({ store: backend.store, processor: (tx, m) => tx.sql.update(Order, { id: m.aggregateId }, { status: 'expired' }) });
+ */
+export function typeormTransactions(dataSource: DataSource): TransactionRunner<EntityManager> {
+  const handle = dataSource as unknown as { transaction?: unknown; manager?: unknown } | null;
+  if (typeof handle?.transaction !== 'function' || handle.manager === undefined)
+    refuse(dataSource, 'a TypeORM DataSource, which opens transactions', 'dataSource');
+  return (fn) => dataSource.transaction((manager) => fn(fromTypeORM(manager), manager));
 }

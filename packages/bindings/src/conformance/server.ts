@@ -43,10 +43,16 @@ export async function openServer(
     );
   }
   server.pool = pool;
-  server.backend = await createPostgresBackend({ pool }, { schema: server.schema });
+  server.library = await target.open({ url: server.url!, schema: server.schema! });
+  server.backend = (await createPostgresBackend(
+    { pool },
+    {
+      schema: server.schema,
+      ...(target.transactions ? { transactions: target.transactions(server.library) } : {}),
+    },
+  )) as Backend;
   await pool.query(`CREATE TABLE "${server.schema}".orders (id text PRIMARY KEY, n integer)`);
   await pool.query(`CREATE TABLE "${server.schema}".effects (key text PRIMARY KEY, via text NOT NULL)`);
-  server.library = await target.open({ url: server.url!, schema: server.schema! });
 }
 
 /** Closes what {@link openServer} opened and drops the run's schema. */
@@ -55,8 +61,9 @@ export async function closeServer(
   target: BindingTarget<unknown>,
 ): Promise<void> {
   try {
-    if (server.library !== undefined) await target.close(server.library);
+    // The backend first: with `transactions`, its transactions run on the library.
     await server.backend?.close();
+    if (server.library !== undefined) await target.close(server.library);
     await server.pool?.query(`DROP SCHEMA IF EXISTS "${server.schema}" CASCADE`);
   } finally {
     await server.pool?.end();

@@ -1,5 +1,5 @@
 import type { createPostgresBackend } from '@duetime/backend-postgres';
-import type { SqlExecutor } from '@duetime/core';
+import type { SqlExecutor, TransactionRunner } from '@duetime/core';
 import type pg from 'pg';
 
 /** Where the group runs a target: the PostgreSQL server, and the schema of the group's tables. */
@@ -70,6 +70,13 @@ export interface BindingTarget<L = unknown> {
     | { savepoint(library: L, sql: unknown, key: string, failure: Error): Promise<unknown> };
   /** Processor: the binding (`toX`) on a handle, expected to refuse anything but a client (a pool too). */
   bindDelivery?(library: L, handle: unknown): unknown;
+  /**
+   * Processor, in the library's own transactions: the runner of the backend's `transactions` option
+   * (`postgresJsTransactions(sql)`, `kyselyTransactions(db)`, …). With it, the group's backend (and the
+   * kill test's) opens every transaction through the library, and `write` gets the library's own
+   * transaction handle as `tx.sql` instead of the delivery's pg client.
+   */
+  transactions?(library: L): TransactionRunner<unknown>;
 }
 
 /** Options of {@link bindingConformance}. */

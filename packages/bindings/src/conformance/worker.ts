@@ -24,7 +24,12 @@ const target = exported;
 const library = await target.open({ url: args.url, schema: args.schema });
 const backend = await createPostgresBackend(
   { connectionString: args.url },
-  { schema: args.schema, poolSize: 2, claimTimeoutMs: args.claimTimeoutMs },
+  {
+    schema: args.schema,
+    poolSize: 2,
+    claimTimeoutMs: args.claimTimeoutMs,
+    ...(target.transactions ? { transactions: target.transactions(library) } : {}),
+  },
 );
 const dispatcher = new Dispatcher({
   store: backend.store,

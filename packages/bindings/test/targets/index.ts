@@ -1,19 +1,21 @@
 import type { BindingTarget } from '@duetime/bindings/conformance';
 import { target as drizzleNodePostgres } from './drizzle-node-postgres.js';
 import { target as drizzlePostgresJs } from './drizzle-postgres-js.js';
-import { target as knex } from './knex.js';
-import { target as kysely } from './kysely.js';
+import { target as knex, hosted as knexHosted } from './knex.js';
+import { target as kysely, hosted as kyselyHosted } from './kysely.js';
 import { target as nodePostgres } from './node-postgres.js';
-import { target as postgresJs } from './postgres-js.js';
-import { target as prisma } from './prisma.js';
-import { target as sequelize } from './sequelize.js';
-import { target as typeorm } from './typeorm.js';
+import { target as postgresJs, hosted as postgresJsHosted } from './postgres-js.js';
+import { target as prisma, hosted as prismaHosted } from './prisma.js';
+import { target as sequelize, hosted as sequelizeHosted } from './sequelize.js';
+import { target as typeorm, hosted as typeormHosted } from './typeorm.js';
 
 /** A library's target, and the module exporting it as `target` (for the child processes of the group). */
 export interface Target {
   // biome-ignore lint/suspicious/noExplicitAny: each target has its library's own type
   target: BindingTarget<any>;
   module: URL;
+  /** The export of `module` holding the target. */
+  exportName: string;
 }
 
 const at = (file: string) => new URL(`./${file}.ts`, import.meta.url);
@@ -31,6 +33,13 @@ export const TARGETS: Record<string, Target> = Object.fromEntries(
       [prisma, 'prisma'],
       [typeorm, 'typeorm'],
       [sequelize, 'sequelize'],
+      // Processors in the library's own transactions (the backend's `transactions` option).
+      [postgresJsHosted, 'postgres-js', 'hosted'],
+      [kyselyHosted, 'kysely', 'hosted'],
+      [knexHosted, 'knex', 'hosted'],
+      [prismaHosted, 'prisma', 'hosted'],
+      [typeormHosted, 'typeorm', 'hosted'],
+      [sequelizeHosted, 'sequelize', 'hosted'],
     ] as const
-  ).map(([target, file]) => [target.name, { target, module: at(file) }]),
+  ).map(([target, file, exportName = 'target']) => [target.name, { target, module: at(file), exportName }]),
 );

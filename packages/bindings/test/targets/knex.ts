@@ -1,7 +1,8 @@
 import type { BindingTarget } from '@duetime/bindings/conformance';
+import type { TransactionRunner } from '@duetime/core';
 import knexFactory, { type Knex } from 'knex';
 import type pg from 'pg';
-import { fromKnex, toKnex } from '../../src/knex.js';
+import { fromKnex, knexTransactions, toKnex } from '../../src/knex.js';
 
 interface Db {
   knex: Knex;
@@ -39,4 +40,17 @@ export const target: BindingTarget<Db> = {
       .then(() => {}),
   nested: { refused: (_db, client) => toKnex(client as pg.PoolClient).transaction(async () => {}) },
   bindDelivery: (_db, handle) => toKnex(handle as never),
+};
+
+/** Knex, processors in its own transactions: `knexTransactions(knex)`, `tx.sql` its `trx`. */
+export const hosted: BindingTarget<Db> = {
+  name: 'Knex, its own transactions',
+  open: target.open,
+  close: target.close,
+  transactions: ({ knex }) => knexTransactions(knex) as TransactionRunner<unknown>,
+  write: ({ schema }, trx, key) =>
+    (trx as Knex.Transaction)('effects')
+      .withSchema(schema)
+      .insert({ key, via: 'Knex' })
+      .then(() => {}),
 };

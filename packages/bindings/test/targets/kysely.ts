@@ -1,7 +1,8 @@
 import type { BindingTarget } from '@duetime/bindings/conformance';
-import { Kysely, PostgresDialect, sql } from 'kysely';
+import type { TransactionRunner } from '@duetime/core';
+import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import pg from 'pg';
-import { fromKysely, toKysely } from '../../src/kysely.js';
+import { fromKysely, kyselyTransactions, toKysely } from '../../src/kysely.js';
 
 interface Tables {
   effects: { key: string; via: string };
@@ -48,4 +49,19 @@ export const target: BindingTarget<Db> = {
         .execute(async () => {}),
   },
   bindDelivery: (_db, handle) => toKysely(handle as never),
+};
+
+/** Kysely, processors in its own transactions: `kyselyTransactions(db)`, `tx.sql` its `Transaction`. */
+export const hosted: BindingTarget<Db> = {
+  name: 'Kysely, its own transactions',
+  open: target.open,
+  close: target.close,
+  transactions: ({ db }) => kyselyTransactions(db) as TransactionRunner<unknown>,
+  write: ({ schema }, trx, key) =>
+    (trx as Transaction<Tables>)
+      .withSchema(schema)
+      .insertInto('effects')
+      .values({ key, via: 'Kysely' })
+      .execute()
+      .then(() => {}),
 };

@@ -1,7 +1,8 @@
 import type { BindingTarget } from '@duetime/bindings/conformance';
+import type { TransactionRunner } from '@duetime/core';
 import { PrismaPg } from '@prisma/adapter-pg';
 import type pg from 'pg';
-import { fromPrisma, toPrisma } from '../../src/prisma.js';
+import { fromPrisma, prismaTransactions, toPrisma } from '../../src/prisma.js';
 import type { PrismaClient } from '../prisma/generated/client.js';
 
 interface Db {
@@ -34,4 +35,17 @@ export const target: BindingTarget<Db> = {
     refused: ({ create }, client) => toPrisma(client as pg.PoolClient, create).$transaction(async () => {}),
   },
   bindDelivery: ({ create }, handle) => toPrisma(handle as never, create),
+};
+
+/** Prisma, processors in its own interactive transactions: `prismaTransactions(prisma)`, `tx.sql` its client. */
+export const hosted: BindingTarget<{ prisma: PrismaClient }> = {
+  name: 'Prisma, its own transactions',
+  async open({ url, schema }) {
+    const { PrismaClient } = await import('../prisma/generated/client.js');
+    return { prisma: new PrismaClient({ adapter: new PrismaPg({ connectionString: url }, { schema }) }) };
+  },
+  close: ({ prisma }) => prisma.$disconnect(),
+  transactions: ({ prisma }) => prismaTransactions(prisma) as TransactionRunner<unknown>,
+  write: (_db, tx, key) =>
+    (tx as PrismaClient).effect.create({ data: { key, via: 'Prisma' } }).then(() => {}),
 };

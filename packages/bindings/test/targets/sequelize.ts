@@ -1,7 +1,8 @@
 import type { BindingTarget } from '@duetime/bindings/conformance';
+import type { TransactionRunner } from '@duetime/core';
 import type pg from 'pg';
 import { DataTypes, type ModelStatic, Sequelize, type Transaction } from 'sequelize';
-import { fromSequelize, toSequelize } from '../../src/sequelize.js';
+import { fromSequelize, sequelizeTransactions, toSequelize } from '../../src/sequelize.js';
 
 interface Db {
   sequelize: Sequelize;
@@ -52,4 +53,14 @@ export const target: BindingTarget<Db> = {
       ),
   },
   bindDelivery: ({ sequelize }, handle) => toSequelize(sequelize, handle as never),
+};
+
+/** Sequelize, processors in its own transactions: `sequelizeTransactions(sequelize)`, `tx.sql` its `t`. */
+export const hosted: BindingTarget<Db> = {
+  name: 'Sequelize, its own transactions',
+  open: target.open,
+  close: target.close,
+  transactions: ({ sequelize }) => sequelizeTransactions(sequelize) as TransactionRunner<unknown>,
+  write: ({ Effect }, t, key) =>
+    Effect.create({ key, via: 'Sequelize' } as never, { transaction: t as Transaction }).then(() => {}),
 };

@@ -1,7 +1,8 @@
 import type { BindingTarget } from '@duetime/bindings/conformance';
+import type { TransactionRunner } from '@duetime/core';
 import type pg from 'pg';
 import { DataSource, type EntityManager, EntitySchema } from 'typeorm';
-import { fromTypeORM, toTypeORM } from '../../src/typeorm.js';
+import { fromTypeORM, toTypeORM, typeormTransactions } from '../../src/typeorm.js';
 
 interface Effect {
   key: string;
@@ -59,4 +60,14 @@ export const target: BindingTarget<Db> = {
       }),
   },
   bindDelivery: ({ dataSource }, handle) => toTypeORM(dataSource, handle as never),
+};
+
+/** TypeORM, processors in its own transactions: `typeormTransactions(dataSource)`, `tx.sql` its manager. */
+export const hosted: BindingTarget<Db> = {
+  name: 'TypeORM, its own transactions',
+  open: target.open,
+  close: target.close,
+  transactions: ({ dataSource }) => typeormTransactions(dataSource) as TransactionRunner<unknown>,
+  write: ({ Effect }, manager, key) =>
+    (manager as EntityManager).insert(Effect, { key, via: 'TypeORM' }).then(() => {}),
 };
