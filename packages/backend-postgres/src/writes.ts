@@ -39,29 +39,54 @@ function push(columns: unknown[][], row: unknown[]): void {
   for (const [i, value] of row.entries()) columns[i]!.push(value);
 }
 
-/** The columns of new versions (puts, next occurrences), as the arrays the `put` statements take. */
+/** One new version: its key, instants, payload and stored state. */
+interface Row {
+  key: string;
+  at: Date;
+  dueAt: Date;
+  message: unknown;
+  state: StoredState | undefined;
+}
+
+/** A row's parameters, in the order of the `put` statements' columns. */
+function rowParams(row: Row): unknown[] {
+  return [
+    row.key,
+    timestampParam('at', row.at),
+    timestampParam('dueAt', row.dueAt),
+    JSON.stringify(row.message),
+    row.state === undefined ? null : JSON.stringify(row.state),
+    row.state !== undefined && !isOneShot(row.state),
+  ];
+}
+
+/**
+ * New versions (puts, next occurrences) for one `put` statement. Their parameters are made when the
+ * statement is sent ({@link params}, {@link one}), not when they are planned: a unit plans its writes
+ * once to count its statements and again to send them.
+ */
 class Rows {
   readonly keys: string[] = [];
-  readonly at: string[] = [];
-  readonly dueAt: string[] = [];
-  readonly messages: string[] = [];
-  readonly states: (string | null)[] = [];
-  readonly recurring: boolean[] = [];
+  readonly #rows: Row[] = [];
   /** The earliest due time among them. */
   earliest: number | undefined;
 
   add(key: string, at: Date, dueAt: Date, message: unknown, state: StoredState | undefined): void {
     this.keys.push(key);
-    this.at.push(timestampParam('at', at));
-    this.dueAt.push(timestampParam('dueAt', dueAt));
-    this.messages.push(JSON.stringify(message));
-    this.states.push(state === undefined ? null : JSON.stringify(state));
-    this.recurring.push(state !== undefined && !isOneShot(state));
+    this.#rows.push({ key, at, dueAt, message, state });
     if (this.earliest === undefined || dueAt.getTime() < this.earliest) this.earliest = dueAt.getTime();
   }
 
+  /** The columns as the arrays the `put` statements take. */
   params(): unknown[] {
-    return [this.keys, this.at, this.dueAt, this.messages, this.states, this.recurring];
+    const columns: unknown[][] = [[], [], [], [], [], []];
+    for (const row of this.#rows) push(columns, rowParams(row));
+    return columns;
+  }
+
+  /** The only row's parameters, as the one-row statements take them. */
+  one(): unknown[] {
+    return rowParams(this.#rows[0]!);
   }
 }
 
@@ -115,7 +140,11 @@ export class Writer {
     const counts: number[] = [];
     for (const step of Writer.plan(writes)) {
       if (step instanceof Rows) {
-        await this.#run('schedule', this.#sql.schedules.put, step.params());
+        const sql = this.#sql.schedules;
+        // A joined unit's puts call a function (`putCall`); one key goes by the scalar one.
+        if (step.keys.length === 1 && sql.put === sql.putCall)
+          await this.#run('schedule', sql.putOneCall, step.one());
+        else await this.#run('schedule', sql.put, step.params());
         this.#note(step.earliest);
         for (const _ of step.keys) counts.push(1);
       } else counts.push(await this.#one(step));
@@ -144,7 +173,7 @@ export class Writer {
   async #putIfVersion(w: Put): Promise<number> {
     const rows = new Rows();
     rows.add(w.key, w.at, w.dueAt ?? w.at, w.message, w.recurrence);
-    const params = [...rows.params().map((column) => (column as unknown[])[0]), w.ifVersion];
+    const params = [...rows.one(), w.ifVersion];
     const result = await this.#run('schedule', this.#sql.schedules.putIfVersion, params);
     if (result.rowCount !== 1) throw new ConflictError('version', w.key);
     this.#note(rows.earliest);
@@ -177,6 +206,7 @@ export class Writer {
    * still claimed by `owner` are consumed or retried.
    */
   async settle(settlements: readonly Settlement[], owner: string): Promise<void> {
+    if (settlements.length === 0) return;
     const [dead, consumed, retried] = [columns(7), columns(2), columns(6)];
     const next = new Rows();
     const released: string[] = [];

@@ -4,6 +4,7 @@ import recurrenceAndDeadLetters from './0003-recurrence-and-dead-letters.js';
 import claims from './0004-claims.js';
 import sqlFunctions from './0005-sql-functions.js';
 import putFunction from './0006-put-function.js';
+import putOneFunction from './0007-put-one-function.js';
 
 /** One schema change. `sql` uses `:SCHEMA` where the quoted schema name goes. */
 export interface Migration {
@@ -23,6 +24,7 @@ export const migrations: readonly Migration[] = [
   claims,
   sqlFunctions,
   putFunction,
+  putOneFunction,
 ];
 
 /** The schema version this package creates and understands. */
