@@ -90,7 +90,7 @@ export function scheduleSql(s: string) {
      * `put` of one schedule through its function (migration 7), with scalar parameters: $1 key, $2 at, $3
      * due_at, $4 message, $5 stored state (JSON text or NULL), $6 recurring. For joined transactions that
      * put one key, where the server spends less on it than on `putCall` with arrays of one. The JSON is cast
-     * here, not inside the function, whose statement then keeps one plan (see migration 7).
+     * here, not inside the function (see migration 7).
      */
     putOneCall: `SELECT ${s}.put_schedule($1::text, $2::timestamptz, $3::timestamptz, $4::text::json, $5::text::json, $6::bool) AS n`,
 
