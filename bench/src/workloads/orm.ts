@@ -147,11 +147,12 @@ const DUETIME_TXSQL: OrmSubject = {
 };
 
 /**
- * duetime's put written by hand in the application's Drizzle transaction: the statement a join sends (a
- * call of the schema's `put_schedules`), without duetime's API around it (validation, the transaction's
- * bookkeeping, the binding). `store.join` against this is what the binding and core cost on the same
- * round trips; against `store.transact` with `tx.sql`, the application's own transaction differs too (its
- * BEGIN is a round trip of its own, where duetime's rides with the first statement).
+ * duetime's put written by hand in the application's Drizzle transaction: the statement a join of one
+ * schedule sends (a call of the schema's `put_schedule`), without duetime's API around it (validation,
+ * the transaction's bookkeeping, the binding). `store.join` against this is what the binding and core
+ * cost on the same round trips; against `store.transact` with `tx.sql`, the application's own
+ * transaction differs too (its BEGIN is a round trip of its own, where duetime's rides with the first
+ * statement).
  */
 const BY_HAND: OrmSubject = {
   name: "duetime's put by hand in the application's Drizzle transaction",
@@ -160,7 +161,7 @@ const BY_HAND: OrmSubject = {
   async open() {
     const app = await application('orm_byhand_');
     const backend = await createPostgresBackend({ pool: app.pool }, { schema: app.schema });
-    const put = sql.raw(`"${app.schema}".put_schedules`);
+    const put = sql.raw(`"${app.schema}".put_schedule`);
     return {
       order: (i) =>
         app.db.transaction(async (tx) => {
@@ -168,7 +169,7 @@ const BY_HAND: OrmSubject = {
           const at = new Date(Date.now() + HOUR).toISOString();
           const message = JSON.stringify({ type: 'order.expire', aggregateId: `o-${i}` });
           await tx.execute(
-            sql`SELECT ${put}(ARRAY[${`order/o-${i}/expire`}]::text[], ARRAY[${at}]::timestamptz[], ARRAY[${at}]::timestamptz[], ARRAY[${message}]::text[], ARRAY[NULL]::text[], ARRAY[false]) AS n`,
+            sql`SELECT ${put}(${`order/o-${i}/expire`}::text, ${at}::timestamptz, ${at}::timestamptz, ${message}::text::json, NULL::json, false) AS n`,
           );
         }),
       async close() {

@@ -61,6 +61,11 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
   readonly #connection: Connection;
   readonly #notifier: ChangeNotifier;
   readonly #sql: Statements;
+  /**
+   * The statements of units whose statements go through the application's library, unprepared (joined
+   * and hosted units): their puts call the functions whose plans the session keeps.
+   */
+  readonly #librarySql: Statements;
   readonly #where: string;
   readonly #claimTimeoutMs: number;
   readonly renewEveryMs: number;
@@ -82,6 +87,10 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     this.#notifier = notifier;
     const s = quoteIdent(connection.target.schema);
     this.#sql = { schedules: scheduleSql(s), events: eventSql(s), deadLetters: deadLetterSql(s) };
+    this.#librarySql = {
+      ...this.#sql,
+      schedules: { ...this.#sql.schedules, put: this.#sql.schedules.putCall },
+    };
     this.#where = `schema ${JSON.stringify(connection.target.schema)}`;
     this.#claimTimeoutMs = claimTimeoutMs;
     this.renewEveryMs = Math.max(1, Math.floor(claimTimeoutMs / 3));
@@ -131,11 +140,7 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
       client,
       writer: new Writer(
         this.#connection,
-        // A joined unit's statements go through the application's library, unprepared: its puts call the
-        // function whose plan the session keeps.
-        fields.joined
-          ? { ...this.#sql, schedules: { ...this.#sql.schedules, put: this.#sql.schedules.putCall } }
-          : this.#sql,
+        fields.joined ? this.#librarySql : this.#sql,
         fields.exec ?? this.#connection.executor(client),
       ),
       begun: fields.joined,
@@ -173,11 +178,7 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
       hosted,
       exec: hosted.exec,
       sql: hosted.handle as pg.PoolClient,
-      writer: new Writer(
-        this.#connection,
-        { ...this.#sql, schedules: { ...this.#sql.schedules, put: this.#sql.schedules.putCall } },
-        hosted.exec,
-      ),
+      writer: new Writer(this.#connection, this.#librarySql, hosted.exec),
       ...(claimed ? { claimed } : {}),
       begun: true,
       saved: false,
@@ -367,7 +368,8 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     const status = transactionStatus(handle);
     if (status === 'I' || status === 'E')
       throw refusal(status === 'I' ? NO_TRANSACTION : IN_FAILED_TRANSACTION);
-    const unit = this.#unit(client, { owner: randomBytes(8).toString('hex'), joined: true, exec });
+    // A joined unit never claims or settles: it needs no owner.
+    const unit = this.#unit(client, { owner: '', joined: true, exec });
     // A handle that cannot tell its state is asked by a savepoint, which refuses it when it is outside any
     // transaction or in a failed one.
     if (status === undefined) await this.#save(unit);

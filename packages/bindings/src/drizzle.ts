@@ -1,3 +1,4 @@
+import type { TransactionRunner } from '@duetime/core';
 import { type SQL, sql } from 'drizzle-orm';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import type pg from 'pg';
@@ -83,4 +84,23 @@ export function toDrizzle<TSchema extends Record<string, unknown> = Record<strin
   config: { schema?: TSchema } = {},
 ): NodePgDatabase<TSchema> {
   return drizzle({ client: deliveryClient(client) as pg.PoolClient, ...config }) as NodePgDatabase<TSchema>;
+}
+
+/**
+ * Opens every duetime transaction with Drizzle (`db.transaction`), over node-postgres or postgres.js:
+ * pass it as `createPostgresBackend`'s `transactions` option, and processors get Drizzle's transaction as
+ * `tx.sql`, typed, their writes committing with the schedule's consumption. The way for a Drizzle
+ * service on postgres.js, whose driver cannot run on duetime's pg client (`toDrizzle`).
+ *
+ * @example
+ * const backend = await createPostgresBackend({ connectionString }, { transactions: drizzleTransactions(db) });
+ * new Dispatcher({ store: backend.store, processor: (tx, m) => tx.sql.update(orders).set({ status: 'expired' }).where(eq(orders.id, m.aggregateId!)) });
+ */
+export function drizzleTransactions<Tx extends DrizzleTransactionLike>(db: {
+  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
+}): TransactionRunner<Tx> {
+  const handle = db as unknown as { transaction?: unknown; rollback?: unknown } | null;
+  if (typeof handle?.transaction !== 'function' || typeof handle.rollback === 'function')
+    refuse(db, 'a Drizzle database (drizzle(…), not a transaction), which opens transactions', 'db');
+  return (fn) => db.transaction((tx) => fn(fromDrizzle(tx), tx));
 }

@@ -1,8 +1,10 @@
 import type { BindingTarget } from '@duetime/bindings/conformance';
+import type { TransactionRunner } from '@duetime/core';
 import { sql } from 'drizzle-orm';
+import { pgSchema, text } from 'drizzle-orm/pg-core';
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
-import { fromDrizzle } from '../../src/drizzle.js';
+import { drizzleTransactions, fromDrizzle } from '../../src/drizzle.js';
 import { drizzleRollback } from './drizzle-node-postgres.js';
 
 interface Db {
@@ -23,4 +25,21 @@ export const target: BindingTarget<Db> = {
   failStatement: (_db, tx) => (tx as PostgresJsDatabase).execute(sql`SELECT 1/0`),
   notTransactions: async ({ db }) => [db],
   bind: (handle) => fromDrizzle(handle as never),
+};
+
+/** Drizzle on postgres.js, processors in its own transactions: `drizzleTransactions(db)`, `tx.sql` its `tx`. */
+export const hosted: BindingTarget<Db & { schema: string }> = {
+  name: 'Drizzle (postgres.js), its own transactions',
+  async open(server) {
+    return { ...(await target.open(server)), schema: server.schema };
+  },
+  close: target.close,
+  transactions: ({ db }) => drizzleTransactions(db) as TransactionRunner<unknown>,
+  write: ({ schema }, tx, key) =>
+    (tx as PostgresJsDatabase)
+      .insert(
+        pgSchema(schema).table('effects', { key: text('key').primaryKey(), via: text('via').notNull() }),
+      )
+      .values({ key, via: 'Drizzle (postgres.js)' })
+      .then(() => {}),
 };

@@ -1,6 +1,6 @@
 import type { BindingTarget } from '@duetime/bindings/conformance';
 import { target as drizzleNodePostgres } from './drizzle-node-postgres.js';
-import { target as drizzlePostgresJs } from './drizzle-postgres-js.js';
+import { target as drizzlePostgresJs, hosted as drizzlePostgresJsHosted } from './drizzle-postgres-js.js';
 import { target as knex, hosted as knexHosted } from './knex.js';
 import { target as kysely, hosted as kyselyHosted } from './kysely.js';
 import { target as nodePostgres } from './node-postgres.js';
@@ -35,6 +35,7 @@ export const TARGETS: Record<string, Target> = Object.fromEntries(
       [sequelize, 'sequelize'],
       // Processors in the library's own transactions (the backend's `transactions` option).
       [postgresJsHosted, 'postgres-js', 'hosted'],
+      [drizzlePostgresJsHosted, 'drizzle-postgres-js', 'hosted'],
       [kyselyHosted, 'kysely', 'hosted'],
       [knexHosted, 'knex', 'hosted'],
       [prismaHosted, 'prisma', 'hosted'],
