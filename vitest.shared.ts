@@ -20,6 +20,10 @@ export function shared(
       testTimeout: overrides.testTimeout ?? 30_000,
       hookTimeout: overrides.hookTimeout ?? 30_000,
       fileParallelism: overrides.fileParallelism ?? true,
+      // Two test files at a time (vitest's default is one fewer than the cores: one on a 2-core machine).
+      // The tests wait on servers and timers far more than they compute.
+      maxWorkers: 2,
+      minWorkers: 1,
       reporters: ['default', ['json', { outputFile: '.vitest-report.json' }]],
     },
   };

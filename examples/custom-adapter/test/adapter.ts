@@ -25,5 +25,7 @@ export function open(namespace: string): Promise<Backend> {
 
 /** Deletes a namespace's data: the suite calls it after each test. */
 export async function drop(namespace: string): Promise<void> {
-  await rm(join(root, namespace), { recursive: true, force: true });
+  // A write that lands while the directory is removed (a stopped scheduler's last one) fails the removal
+  // with ENOTEMPTY: Node retries it.
+  await rm(join(root, namespace), { recursive: true, force: true, maxRetries: 5, retryDelay: 50 });
 }
