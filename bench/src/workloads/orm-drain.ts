@@ -36,50 +36,72 @@ function ordersOf(schema: string) {
   return pgSchema(schema).table('orders', { id: text('id').primaryKey(), status: text('status').notNull() });
 }
 
-const DUETIME: DrainSubject = {
-  name: 'duetime/postgres, processor writing through toDrizzle(tx.sql)',
-  library: 'duetime',
-  backend: 'postgres-drizzle',
-  async open(count) {
-    const schema = uniqueName('ormdrain_duetime_');
-    const pool = new pg.Pool({ connectionString: PG_URL, max: 20 });
-    await pendingOrders(pool, schema, count);
-    const backend = await createPostgresBackend({ pool }, { schema });
-    const due = new Date(Date.now() - 60_000);
-    for (let i = 0; i < count; i += 500)
-      await backend.store.transact(async (tx) => {
-        for (let j = i; j < Math.min(count, i + 500); j++)
-          await tx.schedule(`order/o-${j}/expire`, due, { type: 'order.expire', aggregateId: `o-${j}` });
-      });
+/** A processor's write of order `id` on the delivery's client, made once per schema. */
+type Expire = (schema: string) => (sql: pg.PoolClient, id: string) => Promise<unknown>;
+
+/** duetime's subject, its processor's write given (through Drizzle, or raw SQL on `tx.sql`). */
+function duetimeDrain(name: string, backendName: string, write: Expire): DrainSubject {
+  return {
+    name,
+    library: 'duetime',
+    backend: backendName,
+    open: (count) => openDuetime(count, write),
+  };
+}
+
+const DUETIME = duetimeDrain(
+  'duetime/postgres, processor writing through toDrizzle(tx.sql)',
+  'postgres-drizzle',
+  (schema) => {
     const orders = ordersOf(schema);
-    return {
-      schema,
-      async start(concurrency) {
-        const dispatcher = new Dispatcher({
-          store: backend.store,
-          concurrency,
-          processor: async (tx, message) => {
-            await toDrizzle(tx.sql)
-              .update(orders)
-              .set({ status: 'expired' })
-              .where(eq(orders.id, message.aggregateId!));
-          },
-        });
-        const controller = new AbortController();
-        const done = dispatcher.run(controller.signal);
-        return async () => {
-          controller.abort();
-          await done;
-        };
-      },
-      async close() {
-        await backend.close();
-        await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-        await pool.end();
-      },
-    };
+    return (sql, id) => toDrizzle(sql).update(orders).set({ status: 'expired' }).where(eq(orders.id, id));
   },
-};
+);
+
+/** The same UPDATE as pg-boss's handler sends, raw on `tx.sql`: the queue's own part, without the ORM's. */
+const DUETIME_RAW = duetimeDrain(
+  'duetime/postgres, processor writing raw SQL on tx.sql',
+  // Compared with pg-boss's row, as the Drizzle one is.
+  'postgres-drizzle',
+  (schema) => (sql, id) => sql.query(`UPDATE "${schema}".orders SET status = 'expired' WHERE id = $1`, [id]),
+);
+
+async function openDuetime(count: number, expire: Expire): ReturnType<DrainSubject['open']> {
+  const schema = uniqueName('ormdrain_duetime_');
+  const pool = new pg.Pool({ connectionString: PG_URL, max: 20 });
+  await pendingOrders(pool, schema, count);
+  const backend = await createPostgresBackend({ pool }, { schema });
+  const due = new Date(Date.now() - 60_000);
+  for (let i = 0; i < count; i += 500)
+    await backend.store.transact(async (tx) => {
+      for (let j = i; j < Math.min(count, i + 500); j++)
+        await tx.schedule(`order/o-${j}/expire`, due, { type: 'order.expire', aggregateId: `o-${j}` });
+    });
+  const write = expire(schema);
+  return {
+    schema,
+    async start(concurrency) {
+      const dispatcher = new Dispatcher({
+        store: backend.store,
+        concurrency,
+        processor: async (tx, message) => {
+          await write(tx.sql, message.aggregateId!);
+        },
+      });
+      const controller = new AbortController();
+      const done = dispatcher.run(controller.signal);
+      return async () => {
+        controller.abort();
+        await done;
+      };
+    },
+    async close() {
+      await backend.close();
+      await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await pool.end();
+    },
+  };
+}
 
 /** pg-boss's best batch settings (see the pg-boss subject), with its transactional worker. */
 const PGBOSS: DrainSubject = {
@@ -139,7 +161,7 @@ const PGBOSS: DrainSubject = {
   },
 };
 
-const SUBJECTS = [DUETIME, PGBOSS];
+const SUBJECTS = [DUETIME, DUETIME_RAW, PGBOSS];
 
 /** Orders per second until every order is `expired`, read from the committed table. */
 async function drainRate(subject: DrainSubject, count: number, concurrency: number, timeoutMs: number) {
