@@ -232,6 +232,13 @@ export interface StoreAdapter<Sql = unknown, U extends Unit<Sql> = Unit<Sql>> {
    */
   part?<T>(unit: U, fn: () => Promise<T>): Promise<T>;
   /**
+   * Interactive adapters: whether `unit` takes statements from several processors at once (the
+   * dispatcher's `pipeline` option runs a batch's processors together in one `part`). Say so when its
+   * `sql` handle queues or pipelines statements sent without waiting (a pipelining connection, a
+   * synchronous driver); absent or false, processors run one by one.
+   */
+  concurrent?(unit: U): boolean;
+  /**
    * Applies `changes` and ends the unit. Interactive adapters commit everything or throw (their claims
    * are held, so settlements cannot conflict). Buffered adapters apply the plain writes as one group and
    * each settlement with its writes as one group, each all or nothing, in order; a settlement whose

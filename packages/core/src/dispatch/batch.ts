@@ -3,7 +3,7 @@ import type { Claimed, Settlement } from '../backend/contract.js';
 import type { Clock } from '../clock.js';
 import { ConflictError, describeValue } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { Delivery } from '../store/delivery.js';
+import type { Delivery, PartResult } from '../store/delivery.js';
 import type { Message, Schedule } from '../store/types.js';
 import { type DeliveryPlan, type MissedOccurrences, planDelivery } from './plan.js';
 import {
@@ -31,6 +31,8 @@ export interface BatchSettings<Sql> {
   budgetMs: number;
   /** Present when someone listens (events, telemetry): hears of each part, and of its fate after commit. */
   observer?: BatchObserver | undefined;
+  /** Runs the processors at once where it can (the dispatcher's `pipeline` option). */
+  pipeline?: boolean;
 }
 
 /** How a part ended once the batch committed (or `rolledBack` when the whole batch did not). */
@@ -137,7 +139,16 @@ export async function runBatch<Sql>(
   const started = performance.now();
   const alone = delivery.claimed.length === 1;
   try {
+    const together =
+      settings.pipeline && delivery.concurrent && !alone && settings.running()
+        ? await runTogether(delivery, settings, result)
+        : undefined;
     for (const schedule of delivery.claimed) {
+      const outcome = together?.get(schedule.key);
+      if (outcome !== undefined) {
+        outcomes.set(schedule.key, outcome);
+        continue;
+      }
       if (schedule.interrupted) {
         // Its last delivery died with its process: that counts as a failed attempt, recorded now, and it
         // is delivered alone later (not with this batch's other schedules).
@@ -160,6 +171,7 @@ export async function runBatch<Sql>(
     const rejected = await delivery.commit();
     if (settings.observer)
       for (const part of settings.observer.parts) {
+        if (part.fate !== undefined) continue; // a pipelined run that was undone and run again
         const reason = rejected.size === 0 ? undefined : rejected.get(part.schedule.key);
         part.fate = reason === undefined ? part.outcome : isStale(reason) ? 'skipped' : 'conflict';
       }
@@ -183,6 +195,91 @@ export async function runBatch<Sql>(
     });
     throw error;
   }
+}
+
+/**
+ * Runs at once the processors of the batch's schedules that need nothing but their processor (the
+ * `pipeline` option): no catch-up decision, no crashed attempt. Returns their outcomes once settled; or
+ * nothing when fewer than two qualify, or when one failed: then every write of the group is undone and
+ * the batch runs them one by one (a second run: the group's run is not an attempt).
+ */
+async function runTogether<Sql>(
+  delivery: Delivery<Sql>,
+  s: BatchSettings<Sql>,
+  result: BatchResult,
+): Promise<Map<string, Outcome> | undefined> {
+  const now = s.clock.now();
+  const group: {
+    claimed: Claimed;
+    run: NonNullable<DeliveryPlan['run']>;
+    plan: DeliveryPlan;
+    attempt: number;
+    watch?: ObservedPart;
+    ms: number;
+  }[] = [];
+  for (const claimed of delivery.claimed) {
+    if (claimed.interrupted || isIsolated(claimed)) continue;
+    const plan = planDelivery(claimed, now);
+    if (plan.missed || !plan.run) continue;
+    group.push({ claimed, run: plan.run, plan, attempt: plan.run.schedule.attempts + 1, ms: 0 });
+  }
+  if (group.length < 2) return undefined;
+  if (s.observer)
+    for (const g of group)
+      g.watch = observe(s.observer, s.clock, g.claimed, g.run.schedule, g.attempt, g.run.occurrence);
+  const started = performance.now();
+  let parts: PartResult[];
+  try {
+    parts = await delivery.together(
+      group.map((g) => async (tx) => {
+        const begin = performance.now();
+        const { schedule, occurrence } = g.run;
+        const context: DeliveryContext = {
+          schedule,
+          attempt: g.attempt,
+          signal: s.signal,
+          ...(occurrence ? { occurrence } : {}),
+        };
+        const message = processorMessage(schedule.message);
+        try {
+          if (g.watch && s.observer) await s.observer.run(g.watch, () => s.processor(tx, message, context));
+          else await s.processor(tx, message, context);
+        } finally {
+          g.ms = performance.now() - begin;
+        }
+      }),
+    );
+  } catch (error) {
+    for (const g of group)
+      if (g.watch) {
+        g.watch.fate = 'rolledBack';
+        g.watch.durationMs = g.ms;
+      }
+    s.logger.debug('a processor of a pipelined batch failed; its schedules run again one by one', {
+      error,
+      schedules: group.length,
+    });
+    return undefined;
+  }
+  const outcomes = new Map<string, Outcome>();
+  group.forEach((g, i) => {
+    noteScheduled(result, parts[i]!);
+    delivery.settle({
+      schedule: g.run.schedule,
+      outcome: 'consume',
+      writes: [],
+      ...(g.plan.next ? { next: g.plan.next } : {}),
+    });
+    if (g.watch) {
+      g.watch.outcome = 'delivered';
+      g.watch.durationMs = g.ms;
+    }
+    outcomes.set(g.run.schedule.key, 'delivered');
+  });
+  // They ran at once: what one took is the group's time shared out (what batch sizing needs).
+  result.processed += group.length;
+  result.processMs += performance.now() - started;
+  return outcomes;
 }
 
 /** Whether the last attempt of `schedule` crashed its process (so it is delivered alone). */

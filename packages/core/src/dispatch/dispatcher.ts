@@ -52,9 +52,9 @@ const FIRST_BATCH = 16;
  * and consumes up to a batch of due schedules in one transaction) and run it in the background; then sleep
  * until the earliest deadline, a local commit, a remote change notification, a finishing batch, `wake()`,
  * or `rescanInterval`, whichever comes first. A batch runs its processors one after another, each in its
- * own savepoint, and commits once: per message, the processor's writes and the consumption commit together
- * or not at all; a failure rolls back only that message's part and records the failed attempt (or the dead
- * letter) in the same commit. A crash mid-batch leaves every claimed schedule pending: it is redelivered and
+ * own savepoint (or all at once: see the `pipeline` option), and commits once: per message, the
+ * processor's writes and the consumption commit together or not at all; a failure rolls back only that
+ * message's part and records the failed attempt (or the dead letter) in the same commit. A crash mid-batch leaves every claimed schedule pending: it is redelivered and
  * every effect still commits once. A batch never waits for more work to arrive.
  */
 export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
@@ -71,6 +71,7 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
   readonly #drainTimeout: number;
   readonly #batchSize: number;
   readonly #batchDuration: number;
+  readonly #pipeline: boolean;
   readonly #logger: Logger;
   readonly #clock: Clock;
   readonly #telemetryOption: TelemetryOption | undefined;
@@ -154,6 +155,9 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
           : `must be at most ${MAX_BATCH_SIZE}`,
       );
     this.#batchDuration = duration('options.batchDuration', options.batchDuration ?? 50);
+    if (options.pipeline !== undefined && typeof options.pipeline !== 'boolean')
+      throw new InvalidArgumentError('options.pipeline', options.pipeline, 'must be true or false');
+    this.#pipeline = options.pipeline ?? false;
     this.#logger = options.logger ?? this.#store.logger;
     this.#clock = options.clock ?? this.#store.clock;
     this.#loop = new RunLoop('dispatcher', this.#clock);
@@ -346,6 +350,7 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
       signal: this.#abort.signal,
       running: () => this.#loop.running,
       budgetMs: this.#batchDuration,
+      pipeline: this.#pipeline,
       observer: this.#observer(),
     };
   }

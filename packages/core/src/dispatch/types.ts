@@ -191,6 +191,23 @@ export interface DispatcherOptions<M extends MessageTypes = MessageTypes, Sql = 
    * on SQL backends, its row locks and connection) much longer than this.
    */
   batchDuration?: number;
+  /**
+   * Runs a batch's processors at once instead of one after another (default false), so that on a
+   * connection that pipelines (a node-postgres pool made with `pipeline: true`, postgres.js) their
+   * statements travel together instead of one round trip each. All of them run under one savepoint: when
+   * every processor succeeds, their writes commit with the consumptions as usual; when any fails, the
+   * dispatcher waits for the others, undoes all of their writes, and runs the same schedules again one
+   * by one, each in its own savepoint, so the failure is recorded against its own message only.
+   *
+   * What a processor must allow for: it runs beside the batch's others on one transaction (it must not
+   * depend on their order), and after a failure of another it runs a second time (its database writes
+   * were undone; whatever it did outside the database was not). Takes effect on backends whose
+   * processors write through a database transaction (PostgreSQL, SQLite; on SQLite, whose statements
+   * run one at a time, it saves nothing); elsewhere processors run one by one as without it.
+   * Recurring schedules catching up, a schedule whose last attempt was interrupted by a crash, and
+   * batches of one run one by one too.
+   */
+  pipeline?: boolean;
   logger?: Logger;
   /** Defaults to the store's clock. */
   clock?: Clock;

@@ -78,12 +78,56 @@ export class Delivery<Sql = unknown> {
       work.undo(mark);
       throw error;
     }
+    return { writes: this.interactive ? [] : writes, ...this.#noteScheduled(tx) };
+  }
+
+  /** Whether {@link together} may run processors at once on this delivery's unit (see the adapter's `concurrent`). */
+  get concurrent(): boolean {
+    return this.interactive && this.#adapter.concurrent?.(this.#work.unit) === true;
+  }
+
+  /**
+   * Runs every function of `fns` at once, each with a {@link CoreTransaction} of its own, as one part of an
+   * interactive adapter (one savepoint for all of them): when any throws, the others are waited for, all
+   * of their writes are undone together and the first error is rethrown (the delivery stays usable).
+   * Interactive adapters only: their writes apply as they go, so no part needs a list of its own.
+   */
+  async together(fns: readonly ((tx: CoreTransaction<Sql>) => Promise<void>)[]): Promise<PartResult[]> {
+    if (!this.concurrent)
+      throw new TypeError('Delivery.together needs a unit that takes concurrent statements');
+    const work = this.#work;
+    const mark = work.mark();
+    const txs = fns.map(() => new CoreTransaction<Sql>(work, this.#clock));
+    const run = async () => {
+      const ran = await Promise.allSettled(
+        fns.map(async (fn, i) => {
+          await fn(txs[i]!);
+          txs[i]!.finish();
+        }),
+      );
+      const failure = ran.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+      if (failure) throw failure.reason;
+      await work.flush();
+    };
+    try {
+      if (this.#adapter.part) await this.#adapter.part(this.#work.unit, run);
+      else await run();
+    } catch (error) {
+      for (const tx of txs) tx.finish();
+      work.undo(mark);
+      throw error;
+    }
+    return txs.map((tx) => this.#noteScheduled(tx));
+  }
+
+  /** What a finished part's transaction scheduled, noted for the commit's change notification. */
+  #noteScheduled(tx: CoreTransaction<Sql>): PartResult {
     if (tx.scheduled) {
       this.#scheduled = true;
       if (tx.earliest !== undefined && (this.#earliest === undefined || tx.earliest < this.#earliest))
         this.#earliest = tx.earliest;
     }
-    return { writes: this.interactive ? [] : writes, scheduled: tx.scheduled, earliest: tx.earliest };
+    return { scheduled: tx.scheduled, earliest: tx.earliest };
   }
 
   /** Records how one claimed schedule ends; applied by {@link commit}. */

@@ -52,6 +52,8 @@ describe('Dispatcher', () => {
       [{ store, handlers: [] }, 'options.handlers'],
       [{ store, handlers: { 'order.expire': 'nope' } }, 'options.handlers["order.expire"]'],
       [{ store, processor, maxAttempts: Number.NaN }, 'options.maxAttempts'],
+      [{ store, processor, pipeline: 'yes' }, 'options.pipeline'],
+      [{ store, processor, pipeline: 1 }, 'options.pipeline'],
     ];
     for (const [options, field] of cases) {
       expect(() => new Dispatcher(options as never)).toThrow(InvalidArgumentError);
