@@ -56,6 +56,47 @@ export function batchTests({ harness, sql }: SuiteContext): void {
     expect(recorded.dueAt.getTime()).toBeGreaterThan(Date.now() + HOUR - 60_000);
   });
 
+  it('pipeline: true: every effect of a batch once, and a throwing processor’s failure against it alone', async () => {
+    const { store } = await harness().open();
+    await scheduleTen(store);
+    const runs = new Map<string, number>();
+    let running = 0;
+    let most = 0;
+    const dispatcher = start(store, {
+      batchSize: 10,
+      batchDuration: 600_000,
+      pipeline: true,
+      processor: async (tx, message, { schedule }) => {
+        runs.set(schedule.key, (runs.get(schedule.key) ?? 0) + 1);
+        running++;
+        most = Math.max(most, running);
+        try {
+          await tx.exec(effects, message.aggregateId!, (_s, ag) =>
+            ag.raise('effect.applied', { key: schedule.key }),
+          );
+          await tx.schedule(`side/${schedule.key}`, new Date(Date.now() + HOUR), effectMessage('side'));
+          if (schedule.key === 'batch/4') throw new Error('boom in batch/4');
+        } finally {
+          running--;
+        }
+      },
+    });
+    await waitFor('the batch to commit', () => dispatcher.snapshot().batches >= 1);
+    expect(dispatcher.snapshot()).toMatchObject({ batches: 1, delivered: 9, failed: 1 });
+    for (let i = 0; i < 10; i++) {
+      expect(await appliedCount(store, `b${i}`), `effect of batch/${i}`).toBe(i === 4 ? 0 : 1);
+      const side = await store.loadSchedule(`side/batch/${i}`);
+      expect(side === undefined, `side schedule of batch/${i}`).toBe(i === 4);
+    }
+    const recorded = (await store.loadSchedule('batch/4'))!;
+    expect(recorded.attempts).toBe(1);
+    expect(recorded.lastError).toContain('boom in batch/4');
+    // Where the backend runs processors at once, the group ran, failed, and ran again one by one: each
+    // processor twice. Elsewhere they ran one by one, once each.
+    const together = most > 1;
+    for (let i = 0; i < 10; i++) expect(runs.get(`batch/${i}`), `runs of batch/${i}`).toBe(together ? 2 : 1);
+  });
+
   it('records a failure when a processor throws something that is not an Error, or returns no promise', async () => {
     const { store } = await harness().open();
     await scheduleTen(store);
@@ -206,5 +247,56 @@ export function batchTests({ harness, sql }: SuiteContext): void {
     expect((await probe.rows(backend)).sort()).toEqual([0, 1, 2, 4, 5, 6, 8].map((i) => `batch/${i}`).sort());
     expect((await store.loadSchedule('batch/3'))?.attempts).toBe(1);
     expect(await store.loadSchedule('batch/7')).toBeUndefined();
+  });
+
+  it('pipeline: true: processors’ SQL commits with the batch when all succeed, and none of a failed group stays', async () => {
+    const backend = await harness().open();
+    const { store } = backend;
+    await probe.setup(backend);
+    const count = 40;
+    await store.transact(async (tx) => {
+      for (let i = 0; i < count; i++)
+        await tx.schedule(`pipe/${i}`, new Date(Date.now() - 1000 + i), effectMessage(`p${i}`));
+    });
+    const delivered: string[] = [];
+    const dispatcher = start(store, {
+      batchSize: count,
+      batchDuration: 600_000,
+      pipeline: true,
+      processor: async (tx, _message, { schedule }) => {
+        await probe.write(tx.sql, schedule.key);
+      },
+    });
+    dispatcher.on('delivered', ({ schedule }) => delivered.push(schedule.key));
+    await waitFor('every schedule delivered', () => dispatcher.snapshot().delivered >= count);
+    expect(dispatcher.snapshot()).toMatchObject({ delivered: count, failed: 0 });
+    const expected = Array.from({ length: count }, (_, i) => `pipe/${i}`).sort();
+    expect((await probe.rows(backend)).sort()).toEqual(expected);
+    expect(delivered.sort()).toEqual(expected);
+    await dispatcher.drain();
+
+    // One processor throws after its write: the group is undone and run again one by one; events tell
+    // of the committed outcome only.
+    await scheduleTen(store);
+    const events: string[] = [];
+    const broken = start(store, {
+      batchSize: 10,
+      batchDuration: 600_000,
+      pipeline: true,
+      processor: async (tx, _message, { schedule }) => {
+        await probe.write(tx.sql, schedule.key);
+        if (schedule.key === 'batch/6') throw new Error('after writing');
+      },
+    });
+    broken.on('failed', ({ schedule }) => events.push(`failed ${schedule.key}`));
+    broken.on('delivered', ({ schedule }) => events.push(`delivered ${schedule.key}`));
+    await waitFor('the second batch to commit', () => broken.snapshot().batches >= 1);
+    expect(broken.snapshot()).toMatchObject({ batches: 1, delivered: 9, failed: 1 });
+    const rows = (await probe.rows(backend)).filter((r) => r.startsWith('batch/'));
+    expect(rows.sort()).toEqual([0, 1, 2, 3, 4, 5, 7, 8, 9].map((i) => `batch/${i}`).sort());
+    expect(events.sort()).toEqual(
+      Array.from({ length: 10 }, (_, i) => (i === 6 ? 'failed batch/6' : `delivered batch/${i}`)).sort(),
+    );
+    expect((await store.loadSchedule('batch/6'))?.attempts).toBe(1);
   });
 }
