@@ -201,6 +201,11 @@ export class SqliteStore implements StoreAdapter<Database.Database, SqliteUnit> 
     return this.#within(unit, 'write', (s) => writes.map((w) => this.#apply(s, w)));
   }
 
+  /** Statements run one at a time as they come (the driver is synchronous): processors may run at once. */
+  concurrent(): boolean {
+    return true;
+  }
+
   async part<T>(unit: SqliteUnit, fn: () => Promise<T>): Promise<T> {
     const name = `duetime_part_${++this.#parts}`;
     this.#within(unit, 'start a delivery part', () => unit.sql.exec(`SAVEPOINT ${name}`));
