@@ -58,6 +58,14 @@ export interface PostgresBackendOptions {
    * a runner per library. Default: duetime's own transactions on its pool, `tx.sql` a pg client.
    */
   transactions?: TransactionRunner<unknown>;
+  /**
+   * Connections of the pool created from a URL pipeline their statements (node-postgres's
+   * `pipeline: true`, tested with pg 8.23; default false): statements sent without waiting go out together
+   * instead of one round trip each. With the Dispatcher's `pipeline` option a delivery batch's processors
+   * then run at once and their statements share round trips. For your own pool, create it with
+   * `pipeline: true` instead.
+   */
+  pipeline?: boolean;
 }
 
 /** Options renamed to one spelling across backends: the old names work, with a warning, until the next minor. */
@@ -104,6 +112,7 @@ export function readOptions(read: OptionReader) {
     claimTimeoutMs: read.duration('claimTimeoutMs', 30_000),
     joinNotifyWithinMs: read.duration('joinNotifyWithinMs', 30_000, { allowZero: true }),
     transactions: readRunner(read.value('transactions')),
+    pipeline: read.boolean('pipeline', false),
   };
 }
 
@@ -165,7 +174,10 @@ function resolveTarget(
 /** Checks `connection` and creates the pool if it is ours. */
 export function resolveConnection(
   connection: PostgresConnection,
-  options: Pick<ResolvedOptions, 'schema' | 'poolSize' | 'applicationName' | 'idleInTransactionTimeoutMs'>,
+  options: Pick<
+    ResolvedOptions,
+    'schema' | 'poolSize' | 'applicationName' | 'idleInTransactionTimeoutMs' | 'pipeline'
+  >,
   connectTimeoutMs: number,
 ): ResolvedConnection {
   if (typeof connection !== 'object' || connection === null)
@@ -174,6 +186,12 @@ export function resolveConnection(
     if (!isPool(connection.pool))
       throw new InvalidArgumentError('connection.pool', connection.pool, 'must be a pg.Pool');
     const pool = connection.pool;
+    if (options.pipeline && (pool.options as { pipeline?: unknown }).pipeline !== true)
+      throw new InvalidArgumentError(
+        'options.pipeline',
+        true,
+        'applies to the pool duetime creates from a URL; create your pool with new pg.Pool({ ..., pipeline: true })',
+      );
     const poolOptions = (pool.options ?? {}) as pg.ClientConfig & { Client?: typeof pg.Client };
     const ClientClass = poolOptions.Client ?? pg.Client;
     return {
@@ -207,7 +225,12 @@ export function resolveConnection(
     withUser.username = encodeURIComponent(userInfo().username);
     config.connectionString = withUser.toString();
   }
-  const pool = new pg.Pool({ ...config, max: options.poolSize, idleTimeoutMillis: 10_000 });
+  const pool = new pg.Pool({
+    ...config,
+    max: options.poolSize,
+    idleTimeoutMillis: 10_000,
+    ...(options.pipeline ? { pipeline: true } : {}),
+  });
   return {
     pool,
     ownsPool: true,

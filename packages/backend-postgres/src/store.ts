@@ -228,6 +228,15 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     }
   }
 
+  /**
+   * Processors may run at once on a unit whose connection pipelines (a pool made with `pipeline: true`):
+   * their statements go out together, in the order sent. Units on the application's library run them
+   * one by one (its client may not take statements sent without waiting).
+   */
+  concurrent(unit: PostgresUnit): boolean {
+    return unit.exec === undefined && (unit.client as { pipeline?: unknown } | undefined)?.pipeline === true;
+  }
+
   /** Runs one processor under a savepoint (see parts.ts). */
   async part<T>(unit: PostgresUnit, fn: () => Promise<T>): Promise<T> {
     await this.#begin(unit);

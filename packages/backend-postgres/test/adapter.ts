@@ -32,6 +32,7 @@ export async function open(
     poolSize?: number;
     claimTimeoutMs?: number;
     transactions?: TransactionRunner<pg.PoolClient>;
+    pipeline?: boolean;
   } = {},
 ): Promise<Backend<pg.PoolClient>> {
   try {
