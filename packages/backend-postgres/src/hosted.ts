@@ -7,6 +7,8 @@ export type { TransactionRunner };
 export interface Hosted {
   readonly exec: PostgresExecutor;
   readonly handle: unknown;
+  /** Whether the transaction takes statements sent without waiting (the executor's `concurrent`). */
+  readonly concurrent: boolean;
   /** Lets the runner's function return (the library commits) or throw (it rolls back), and waits for it. */
   end(commit: boolean): Promise<void>;
 }
@@ -78,6 +80,7 @@ export async function host(runner: TransactionRunner, connection: Connection): P
       },
     },
     handle,
+    concurrent: exec.concurrent === true,
     async end(commit) {
       finish(commit);
       const error = await outcome;

@@ -230,11 +230,12 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
 
   /**
    * Processors may run at once on a unit whose connection pipelines (a pool made with `pipeline: true`):
-   * their statements go out together, in the order sent. Units on the application's library run them
-   * one by one (its client may not take statements sent without waiting).
+   * their statements go out together, in the order sent. On a transaction the application's library
+   * opened, when its executor says it takes statements sent without waiting (`concurrent`).
    */
   concurrent(unit: PostgresUnit): boolean {
-    return unit.exec === undefined && (unit.client as { pipeline?: unknown } | undefined)?.pipeline === true;
+    if (unit.hosted) return unit.hosted.concurrent;
+    return unit.exec === undefined && pipelines(unit.client);
   }
 
   /** Runs one processor under a savepoint (see parts.ts). */
@@ -514,4 +515,9 @@ function elsewhere(error: unknown, schema: string): InvalidArgumentError | undef
     `is a transaction on a database without the store's schema ${JSON.stringify(schema)}: a transaction of another database, or of one the store was never migrated into (${error instanceof Error ? error.message : String(error)})`,
     { cause: error },
   );
+}
+
+/** Whether a node-postgres client pipelines the statements sent to it without waiting. */
+function pipelines(client: unknown): boolean {
+  return (client as { pipeline?: unknown } | null | undefined)?.pipeline === true;
 }

@@ -3,7 +3,15 @@ import { type SQL, sql } from 'drizzle-orm';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import type pg from 'pg';
 import type { SqlExecutor } from './executor.js';
-import { arraysAsLiterals, countOf, deliveryClient, pgInTransaction, refuse, rowsOf } from './executor.js';
+import {
+  arraysAsLiterals,
+  countOf,
+  deliveryClient,
+  pgInTransaction,
+  refuse,
+  rowsOf,
+  takesConcurrent,
+} from './executor.js';
 
 /** The part of a Drizzle PostgreSQL transaction a binding uses (`db.transaction(async (tx) => …)`). */
 export interface DrizzleTransactionLike {
@@ -43,6 +51,7 @@ export function fromDrizzle(tx: DrizzleTransactionLike): SqlExecutor {
     // postgres.js it cannot tell, and the store asks with a savepoint.
     inTransaction: () =>
       pgInTransaction((tx as unknown as { session?: { client?: unknown } }).session?.client),
+    concurrent: takesConcurrent((tx as unknown as { session?: { client?: unknown } }).session?.client),
   };
 }
 

@@ -79,6 +79,17 @@ export function pgInTransaction(client: unknown): boolean | undefined {
   return status === 'T' ? true : status === 'I' || status === 'E' ? false : undefined;
 }
 
+/**
+ * Whether a driver client takes statements sent without waiting for earlier ones: postgres.js (it
+ * pipelines), a node-postgres client made with `pipeline: true`.
+ */
+export function takesConcurrent(client: unknown): boolean {
+  const c = client as { pipeline?: unknown; unsafe?: unknown; getTransactionStatus?: unknown } | null;
+  if (c === null || c === undefined) return false;
+  if (typeof c.getTransactionStatus === 'function') return c.pipeline === true;
+  return typeof c.unsafe === 'function';
+}
+
 /** The number a library reports as a count: a number, a bigint, or nothing (then `fallback`). */
 export function countOf(value: unknown, fallback: number): number {
   if (typeof value === 'number' && Number.isFinite(value)) return value;

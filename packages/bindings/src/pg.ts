@@ -1,5 +1,5 @@
 import type { SqlExecutor } from './executor.js';
-import { countOf, pgInTransaction, refuse, rowsOf } from './executor.js';
+import { countOf, pgInTransaction, refuse, rowsOf, takesConcurrent } from './executor.js';
 
 /** The part of a node-postgres client a binding uses (`pg.PoolClient`, `pg.Client`). */
 export interface PgClientLike {
@@ -30,5 +30,6 @@ export function fromPg(client: PgClientLike): SqlExecutor {
       return { rows, rowCount: countOf(result.rowCount, rows.length) };
     },
     inTransaction: () => pgInTransaction(client),
+    concurrent: takesConcurrent(client),
   };
 }

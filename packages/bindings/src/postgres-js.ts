@@ -35,6 +35,8 @@ export function fromPostgresJs(tx: PostgresJsTransactionLike): SqlExecutor {
       const rows = rowsOf(result);
       return { rows, rowCount: countOf(result.count, rows.length) };
     },
+    // postgres.js pipelines the statements of a transaction sent without waiting.
+    concurrent: true,
   };
 }
 

@@ -49,6 +49,48 @@ export function processorTests({ target, server }: GroupContext): void {
     expect(await effects(p)).toEqual(['a', 'b', 'c'].map((k) => `${p}${k}`));
   });
 
+  it('pipeline: true: the batch’s writes commit once; a throwing processor’s are undone and its failure alone recorded', async () => {
+    const p = 'pipe/';
+    await due(['a', 'b', 'c', 'd'].map((k) => `${p}${k}`));
+    // Processors run at once where the delivery's transaction takes statements sent without waiting:
+    // a library transaction whose executor says so (postgres.js, for one); duetime's own pool here
+    // does not pipeline.
+    const runner = target.transactions?.(server.library);
+    const together = runner ? await runner(async (exec) => exec.concurrent === true) : false;
+    const runs = new Map<string, number>();
+    let running = 0;
+    let most = 0;
+    const failed: string[] = [];
+    await dispatchUntil(
+      server.backend,
+      {
+        batchSize: 10,
+        batchDuration: 60_000,
+        retryDelay: 3_600_000,
+        pipeline: true,
+        processor: async (tx, _message, { schedule }) => {
+          if (!schedule.key.startsWith(p)) return;
+          runs.set(schedule.key, (runs.get(schedule.key) ?? 0) + 1);
+          running++;
+          most = Math.max(most, running);
+          try {
+            await write(tx.sql, schedule.key);
+          } finally {
+            running--;
+          }
+          if (schedule.key === `${p}c`) throw new Error('after writing');
+        },
+      },
+      async () => failed.length > 0 && (await count(p)) === 1,
+      { failed },
+    );
+    expect(failed).toEqual([`${p}c Error`]);
+    expect(await effects(p)).toEqual(['a', 'b', 'd'].map((k) => `${p}${k}`));
+    expect(most > 1, 'processors ran at once').toBe(together);
+    // Together: each ran in the group, then again one by one after c's failure undid the group.
+    for (const k of ['a', 'b', 'c', 'd']) expect(runs.get(`${p}${k}`), `runs of ${k}`).toBe(together ? 2 : 1);
+  });
+
   const nested = target.nested;
   if (nested)
     it('keeps the library’s own transactions inside the delivery: refused, or nested as a savepoint', async () => {

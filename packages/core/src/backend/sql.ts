@@ -65,6 +65,13 @@ export interface SqlExecutor {
    * statement alone: one round trip per schedule.
    */
   inTransaction?(): boolean | undefined;
+  /**
+   * Optional: true when the transaction takes statements sent without waiting for the earlier ones (the
+   * driver pipelines or queues them, as postgres.js does, and node-postgres with `pipeline: true`). On a
+   * transaction a `TransactionRunner` opened, the Dispatcher's `pipeline` option then runs a batch's
+   * processors at once; absent or false, one by one.
+   */
+  readonly concurrent?: boolean;
 }
 
 /**
