@@ -39,23 +39,34 @@ function ordersOf(schema: string) {
 /** A processor's write of order `id` on the delivery's client, made once per schema. */
 type Expire = (schema: string) => (sql: pg.PoolClient, id: string) => Promise<unknown>;
 
-/** duetime's subject, its processor's write given (through Drizzle, or raw SQL on `tx.sql`). */
-function duetimeDrain(name: string, backendName: string, write: Expire): DrainSubject {
+/**
+ * duetime's subject, its processor's write given (through Drizzle, or raw SQL on `tx.sql`); `pipeline`:
+ * on a pool whose connections pipeline, with the dispatcher's `pipeline` option (a batch's processors run
+ * at once, their statements share round trips).
+ */
+function duetimeDrain(name: string, backendName: string, write: Expire, pipeline = false): DrainSubject {
   return {
     name,
     library: 'duetime',
     backend: backendName,
-    open: (count) => openDuetime(count, write),
+    open: (count) => openDuetime(count, write, pipeline),
   };
 }
+
+/** Order `id` marked expired through Drizzle on the delivery's transaction. */
+const drizzleExpire: Expire = (schema) => {
+  const orders = ordersOf(schema);
+  return (sql, id) => toDrizzle(sql).update(orders).set({ status: 'expired' }).where(eq(orders.id, id));
+};
+
+/** The same UPDATE as pg-boss's handler sends, raw on the delivery's transaction. */
+const rawExpire: Expire = (schema) => (sql, id) =>
+  sql.query(`UPDATE "${schema}".orders SET status = 'expired' WHERE id = $1`, [id]);
 
 const DUETIME = duetimeDrain(
   'duetime/postgres, processor writing through toDrizzle(tx.sql)',
   'postgres-drizzle',
-  (schema) => {
-    const orders = ordersOf(schema);
-    return (sql, id) => toDrizzle(sql).update(orders).set({ status: 'expired' }).where(eq(orders.id, id));
-  },
+  drizzleExpire,
 );
 
 /** The same UPDATE as pg-boss's handler sends, raw on `tx.sql`: the queue's own part, without the ORM's. */
@@ -63,12 +74,30 @@ const DUETIME_RAW = duetimeDrain(
   'duetime/postgres, processor writing raw SQL on tx.sql',
   // Compared with pg-boss's row, as the Drizzle one is.
   'postgres-drizzle',
-  (schema) => (sql, id) => sql.query(`UPDATE "${schema}".orders SET status = 'expired' WHERE id = $1`, [id]),
+  rawExpire,
 );
 
-async function openDuetime(count: number, expire: Expire): ReturnType<DrainSubject['open']> {
+const DUETIME_PIPELINED = duetimeDrain(
+  'duetime/postgres, pipeline: true, processor writing through toDrizzle(tx.sql)',
+  'postgres-drizzle',
+  drizzleExpire,
+  true,
+);
+
+const DUETIME_RAW_PIPELINED = duetimeDrain(
+  'duetime/postgres, pipeline: true, processor writing raw SQL on tx.sql',
+  'postgres-drizzle',
+  rawExpire,
+  true,
+);
+
+async function openDuetime(
+  count: number,
+  expire: Expire,
+  pipeline: boolean,
+): ReturnType<DrainSubject['open']> {
   const schema = uniqueName('ormdrain_duetime_');
-  const pool = new pg.Pool({ connectionString: PG_URL, max: 20 });
+  const pool = new pg.Pool({ connectionString: PG_URL, max: 20, ...(pipeline ? { pipeline: true } : {}) });
   await pendingOrders(pool, schema, count);
   const backend = await createPostgresBackend({ pool }, { schema });
   const due = new Date(Date.now() - 60_000);
@@ -84,6 +113,7 @@ async function openDuetime(count: number, expire: Expire): ReturnType<DrainSubje
       const dispatcher = new Dispatcher({
         store: backend.store,
         concurrency,
+        pipeline,
         processor: async (tx, message) => {
           await write(tx.sql, message.aggregateId!);
         },
@@ -161,7 +191,7 @@ const PGBOSS: DrainSubject = {
   },
 };
 
-const SUBJECTS = [DUETIME, DUETIME_RAW, PGBOSS];
+const SUBJECTS = [DUETIME, DUETIME_RAW, DUETIME_PIPELINED, DUETIME_RAW_PIPELINED, PGBOSS];
 
 /** Orders per second until every order is `expired`, read from the committed table. */
 async function drainRate(subject: DrainSubject, count: number, concurrency: number, timeoutMs: number) {
