@@ -135,8 +135,14 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
     client: pg.ClientBase,
     fields: Pick<PostgresUnit, 'owner' | 'out' | 'joined' | 'claimed' | 'exec'>,
   ): PostgresUnit {
+    // An object literal of the fields, not a spread of `fields`: a spread costs microseconds per unit (a
+    // join makes one per call).
     const unit: PostgresUnit = {
-      ...fields,
+      owner: fields.owner,
+      out: fields.out,
+      joined: fields.joined,
+      claimed: fields.claimed,
+      exec: fields.exec,
       client,
       writer: new Writer(
         this.#connection,
