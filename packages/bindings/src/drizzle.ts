@@ -7,6 +7,7 @@ import {
   arraysAsLiterals,
   countOf,
   deliveryClient,
+  driverQuery,
   pgInTransaction,
   refuse,
   rowsOf,
@@ -36,22 +37,27 @@ export function fromDrizzle(tx: DrizzleTransactionLike): SqlExecutor {
     refuse(tx, 'a Drizzle transaction (the tx of db.transaction(async (tx) => …))');
   if (typeof handle.rollback !== 'function')
     refuse(tx, 'a Drizzle transaction (db.transaction(async (tx) => …)), not the db itself');
+  const client = (tx as unknown as { session?: { client?: unknown } }).session?.client;
   return {
-    async query(text, params = []) {
-      const result = (await tx.execute(withParams(text, arraysAsLiterals(params)))) as {
-        rows?: unknown;
-        rowCount?: unknown;
-        count?: unknown;
-      };
-      // node-postgres answers { rows, rowCount }; postgres.js a row array with `count`.
-      const rows = rowsOf(Array.isArray(result) ? result : result.rows);
-      return { rows, rowCount: countOf(result.rowCount ?? result.count, rows.length) };
-    },
+    // duetime's statements go straight to the driver's client of the transaction (node-postgres's, or
+    // postgres.js's), on the same connection: Drizzle's query building would cost more than the rest of a
+    // join. Through Drizzle where its session holds neither.
+    query:
+      driverQuery(client) ??
+      (async (text, params = []) => {
+        const result = (await tx.execute(withParams(text, arraysAsLiterals(params)))) as {
+          rows?: unknown;
+          rowCount?: unknown;
+          count?: unknown;
+        };
+        // node-postgres answers { rows, rowCount }; postgres.js a row array with `count`.
+        const rows = rowsOf(Array.isArray(result) ? result : result.rows);
+        return { rows, rowCount: countOf(result.rowCount ?? result.count, rows.length) };
+      }),
     // On node-postgres the transaction's session holds the pg client, which knows its status; on
     // postgres.js it cannot tell, and the store asks with a savepoint.
-    inTransaction: () =>
-      pgInTransaction((tx as unknown as { session?: { client?: unknown } }).session?.client),
-    concurrent: takesConcurrent((tx as unknown as { session?: { client?: unknown } }).session?.client),
+    inTransaction: () => pgInTransaction(client),
+    concurrent: takesConcurrent(client),
   };
 }
 

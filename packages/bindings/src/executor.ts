@@ -80,6 +80,38 @@ export function pgInTransaction(client: unknown): boolean | undefined {
 }
 
 /**
+ * Runs a statement straight on a driver's client inside a transaction: a node-postgres client (`query`
+ * with `getTransactionStatus`) or a postgres.js transaction `sql` (`unsafe`). Undefined for anything
+ * else. Bindings over a query builder use it to send duetime's own statements without the builder's
+ * query building, on the same connection and transaction.
+ */
+export function driverQuery(client: unknown): SqlExecutor['query'] | undefined {
+  const c = client as {
+    query?: (text: string, values: unknown[]) => Promise<{ rows: unknown[]; rowCount: number | null }>;
+    getTransactionStatus?: unknown;
+    unsafe?: (text: string, values: unknown[]) => PromiseLike<unknown[] & { count?: number | null }>;
+  } | null;
+  if (c === null || c === undefined) return undefined;
+  if (typeof c.query === 'function' && typeof c.getTransactionStatus === 'function') {
+    const query = c.query.bind(c);
+    return async (text, params = []) => {
+      const result = await query(text, params as unknown[]);
+      const rows = rowsOf(result.rows);
+      return { rows, rowCount: countOf(result.rowCount, rows.length) };
+    };
+  }
+  if (typeof c.unsafe === 'function') {
+    const unsafe = c.unsafe.bind(c);
+    return async (text, params = []) => {
+      const result = await unsafe(text, arraysAsLiterals(params));
+      const rows = rowsOf(result);
+      return { rows, rowCount: countOf(result.count, rows.length) };
+    };
+  }
+  return undefined;
+}
+
+/**
  * Whether a driver client takes statements sent without waiting for earlier ones: postgres.js (it
  * pipelines), a node-postgres client made with `pipeline: true`.
  */

@@ -1,5 +1,7 @@
 import { InvalidArgumentError, type SqlExecutor } from '@duetime/core';
+import { drizzle } from 'drizzle-orm/node-postgres';
 import { describe, expect, it } from 'vitest';
+import { fromDrizzle } from '../src/drizzle.js';
 import { useBackend } from './server.js';
 import { TARGETS } from './targets/index.js';
 
@@ -38,6 +40,48 @@ describe('store.join through the bindings', () => {
       TypeORM: true,
       Sequelize: true,
     });
+  });
+
+  it('sends through Drizzle itself when its session holds no driver client it knows (commit, rollback, a refused key)', async () => {
+    const db = drizzle({ client: server.pool });
+    // The transaction as a Drizzle on another driver shows it: no node-postgres or postgres.js client.
+    const hidden = <T extends object>(tx: T) =>
+      new Proxy(tx, {
+        get(t, p) {
+          if (p === 'session') return undefined;
+          const value = Reflect.get(t, p, t);
+          // Drizzle's own methods run on the transaction itself, which has its session.
+          return typeof value === 'function' ? value.bind(t) : value;
+        },
+      }) as T;
+    const message = { type: 'order.expire', aggregateId: 'd' };
+    await db.transaction(async (tx) => {
+      const executor = fromDrizzle(hidden(tx));
+      expect(executor.inTransaction?.()).toBeUndefined();
+      await server.backend.store.join(executor, (dt) =>
+        dt.schedule('drizzle-only/kept', new Date(Date.now() + HOUR), message),
+      );
+    });
+    expect((await server.backend.store.loadSchedule('drizzle-only/kept'))?.message).toEqual(message);
+    const failure = new Error('the application rolls back');
+    const outcome = await db
+      .transaction(async (tx) => {
+        await server.backend.store.join(fromDrizzle(hidden(tx)), (dt) =>
+          dt.schedule('drizzle-only/dropped', new Date(Date.now() + HOUR), message),
+        );
+        throw failure;
+      })
+      .catch((e: unknown) => e);
+    expect(outcome).toBe(failure);
+    expect(await server.backend.store.loadSchedule('drizzle-only/dropped')).toBeUndefined();
+    const refused = await db
+      .transaction(async (tx) => {
+        await server.backend.store.join(fromDrizzle(hidden(tx)), (dt) =>
+          dt.schedule('', new Date(Date.now() + HOUR), message),
+        );
+      })
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(InvalidArgumentError);
   });
 
   it('refuses a pool or a client outside a transaction with an InvalidArgumentError naming handle', async () => {
