@@ -29,7 +29,8 @@ const expireKey = (id: string) => `order/${id}/expire`;
 export async function startService(options: ServiceOptions) {
   const ttlMs = options.ttlMs ?? 15 * 60_000;
   const schema = `orders_${options.name}`;
-  const pool = new pg.Pool({ connectionString: options.url, max: 8 });
+  // Connections that pipeline: the dispatcher's batch sends its processors' UPDATEs together.
+  const pool = new pg.Pool({ connectionString: options.url, max: 8, pipeline: true });
   const db = drizzle({ client: pool });
   const orders = ordersTable(schema);
   await pool.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
@@ -39,6 +40,9 @@ export async function startService(options: ServiceOptions) {
 
   const dispatcher = new Dispatcher({
     store: backend.store,
+    // A batch's processors run at once (their statements share round trips); each is idempotent and
+    // independent of the others, as running together asks.
+    pipeline: true,
     processor: async (tx, message) => {
       // Only a pending order expires: one paid meanwhile keeps its status.
       await toDrizzle(tx.sql)
