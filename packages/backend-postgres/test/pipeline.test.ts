@@ -70,6 +70,8 @@ describe('Dispatcher pipeline: true on PostgreSQL', () => {
       store: backend.store,
       pipeline: true,
       batchSize: 8,
+      // One batch, however slow a loaded machine makes the run one by one after the group's failure.
+      batchDuration: 600_000,
       retryDelay: 3_600_000,
       logger: silentLogger,
       processor,
