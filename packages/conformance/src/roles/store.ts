@@ -16,7 +16,7 @@ const number = (value: unknown): number | undefined => (typeof value === 'number
  * - `poison: <key>`: the processor of that key SIGKILLs its own process, every time it runs (a message
  *   that crashes its worker: out of memory, a native crash, a `process.exit` deep in a library).
  * - `concurrency`, `maxAttempts`, `retryDelay` (ms, default 50), `batchSize` (then `batchDuration` is
- *   600,000 ms unless given, so a batch runs every schedule it claimed), `batchDuration`.
+ *   600,000 ms unless given, so a batch runs every schedule it claimed), `batchDuration`, `pipeline`.
  * - `events: true`: prints `FAILED <key> <attempt> <error name>` and `DEAD <key> <attempts> <error name>`
  *   for the dispatcher's `failed` and `deadLettered` events.
  */
@@ -33,6 +33,7 @@ const dispatch: Role = async ({ backend, args, signal }) => {
     ...(batchSize !== undefined ? { batchSize } : {}),
     ...(batchDuration !== undefined ? { batchDuration } : {}),
     ...(maxAttempts !== undefined ? { maxAttempts } : {}),
+    ...(args.pipeline === true ? { pipeline: true } : {}),
     rescanInterval: 100,
     retryDelay: number(args.retryDelay) ?? 50,
     processor: async (tx, message, { schedule }) => {

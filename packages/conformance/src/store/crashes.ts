@@ -82,47 +82,49 @@ export function crashTests({ harness, capabilities }: SuiteContext): void {
 
   if (!capabilities.multiProcess) return;
 
-  it('counts a delivery SIGKILLed mid-batch as one attempt of each schedule it held, and still delivers every effect once', async () => {
-    const { store, namespace } = await harness().open();
-    const count = 6;
-    await store.transact(async (tx) => {
-      for (let i = 0; i < count; i++)
-        await tx.schedule(`count/${i}`, new Date(Date.now() - 1000 + i), effectMessage(`count-${i}`));
-    });
-    const before = new Map((await store.listSchedules()).map((s) => [s.key, s.version]));
-    const victim = harness().spawn('dispatch', namespace, { hangAt: 4, batchSize: 10 });
-    await victim.line(/^IN_PROCESSOR /);
-    await victim.kill();
-    // The kill itself changes nothing a reader sees: the batch never committed.
-    const after = await store.listSchedules();
-    expect(new Map(after.map((s) => [s.key, s.version]))).toEqual(before);
-    expect(after.every((s) => s.attempts === 0 && s.lastError === undefined)).toBe(true);
+  for (const pipeline of [false, true])
+    it(`counts a delivery SIGKILLed mid-batch as one attempt of each schedule it held, and still delivers every effect once${pipeline ? ' (pipeline: true)' : ''}`, async () => {
+      const { store, namespace } = await harness().open();
+      const count = 6;
+      await store.transact(async (tx) => {
+        for (let i = 0; i < count; i++)
+          await tx.schedule(`count/${i}`, new Date(Date.now() - 1000 + i), effectMessage(`count-${i}`));
+      });
+      const before = new Map((await store.listSchedules()).map((s) => [s.key, s.version]));
+      // Pipelined, the batch's processors run at once: the others have written when the fourth hangs.
+      const victim = harness().spawn('dispatch', namespace, { hangAt: 4, batchSize: 10, pipeline });
+      await victim.line(/^IN_PROCESSOR /);
+      await victim.kill();
+      // The kill itself changes nothing a reader sees: the batch never committed.
+      const after = await store.listSchedules();
+      expect(new Map(after.map((s) => [s.key, s.version]))).toEqual(before);
+      expect(after.every((s) => s.attempts === 0 && s.lastError === undefined)).toBe(true);
 
-    const survivor = harness().spawn('dispatch', namespace, { batchSize: 10, events: true });
-    await survivor.line(/^READY$/);
-    await waitFor(
-      'every schedule to be delivered again',
-      async () => (await store.listSchedules()).length === 0,
-      {
-        timeoutMs: 60_000,
-      },
-    );
-    const failedLines = () => survivor.lines.filter((l) => l.startsWith('FAILED '));
-    await waitFor('the survivor to report each crash', () => failedLines().length >= count);
-    expect(await survivor.stop()).toBe(0);
-    for (let i = 0; i < count; i++) {
-      const events = (await store.loadEvents(`count-${i}`)).filter((e) => e.type === 'effect.applied');
-      expect(events, `effects of count/${i}`).toHaveLength(1);
-      // The processor that committed saw the crash recorded: one failed attempt, its error saying so.
-      const seen = events[0]!.data as Seen;
-      expect(seen.attempts, `attempts of count/${i} when delivered`).toBe(1);
-      expect(seen.lastError, `last error of count/${i} when delivered`).toMatch(INTERRUPTED);
-    }
-    // The survivor reported each crash as a failed attempt, once, and nothing else failed.
-    expect(failedLines().sort()).toEqual(
-      Array.from({ length: count }, (_, i) => `FAILED count/${i} 1 DeliveryInterruptedError`).sort(),
-    );
-  }, 120_000);
+      const survivor = harness().spawn('dispatch', namespace, { batchSize: 10, events: true, pipeline });
+      await survivor.line(/^READY$/);
+      await waitFor(
+        'every schedule to be delivered again',
+        async () => (await store.listSchedules()).length === 0,
+        {
+          timeoutMs: 60_000,
+        },
+      );
+      const failedLines = () => survivor.lines.filter((l) => l.startsWith('FAILED '));
+      await waitFor('the survivor to report each crash', () => failedLines().length >= count);
+      expect(await survivor.stop()).toBe(0);
+      for (let i = 0; i < count; i++) {
+        const events = (await store.loadEvents(`count-${i}`)).filter((e) => e.type === 'effect.applied');
+        expect(events, `effects of count/${i}`).toHaveLength(1);
+        // The processor that committed saw the crash recorded: one failed attempt, its error saying so.
+        const seen = events[0]!.data as Seen;
+        expect(seen.attempts, `attempts of count/${i} when delivered`).toBe(1);
+        expect(seen.lastError, `last error of count/${i} when delivered`).toMatch(INTERRUPTED);
+      }
+      // The survivor reported each crash as a failed attempt, once, and nothing else failed.
+      expect(failedLines().sort()).toEqual(
+        Array.from({ length: count }, (_, i) => `FAILED count/${i} 1 DeliveryInterruptedError`).sort(),
+      );
+    }, 120_000);
 
   it('dead-letters a message that SIGKILLs its process every time after maxAttempts crashes; the 199 claimed with it commit once each', async () => {
     const { store, namespace } = await harness().open();
