@@ -6,9 +6,10 @@ import { InvalidArgumentError } from '../errors.js';
  * early), so the `tx.sql` handle of an SQL backend refuses it; savepoints pass, since they nest.
  */
 
-const LEADING = /^(?:\s+|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)*/;
+// Sticky: matched where the last one ended, so a statement is read in place (never copied).
+const LEADING = /(?:\s+|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)*/y;
 const CONTROL =
-  /^(?:begin|start\s+transaction|commit|end|abort|prepare\s+transaction|rollback(?!\s+to\b)(?!\s+(?:work|transaction)\s+to\b))\b/i;
+  /(?:begin|start\s+transaction|commit|end|abort|prepare\s+transaction|rollback(?!\s+to\b)(?!\s+(?:work|transaction)\s+to\b))\b/iy;
 
 /**
  * The transaction-control verb `text` starts with (`BEGIN`, `START TRANSACTION`, `COMMIT`, `END`,
@@ -19,8 +20,10 @@ const CONTROL =
  */
 export function transactionControl(text: string): string | undefined {
   if (typeof text !== 'string') return undefined;
-  const body = text.replace(LEADING, '');
-  const match = CONTROL.exec(body);
+  LEADING.lastIndex = 0;
+  LEADING.exec(text);
+  CONTROL.lastIndex = LEADING.lastIndex;
+  const match = CONTROL.exec(text);
   return match ? match[0].replace(/\s+/g, ' ').toUpperCase() : undefined;
 }
 
