@@ -162,6 +162,7 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
       if (mine.length > 0 && this.#claimer.active) {
         const { mine: got, theirs } = await this.#claimer.claim(mine);
         const until = performance.now() + this.#claimer.ttlMs;
+        this.#index.met(theirs.map((f) => f.bucket));
         for (const f of theirs) {
           if (this.#held.get(f.schedule.key) === f) this.#held.delete(f.schedule.key);
           this.#theirs.set(f.schedule.key, { found: f, until });

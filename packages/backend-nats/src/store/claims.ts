@@ -19,8 +19,9 @@ import type { Found } from './due.js';
  * consumption is a compare-and-set on the schedule's record at commit, claimed or not. A settled
  * schedule's marker is marked settled by the commit's own batch. Modes:
  * - `auto` (default) and `always`: claim every delivery (the backend declares `exclusiveClaims`). With
- *   `auto`, deliveries also start at a random place in a long second once other processes are seen
- *   delivering from the same store (for a minute after the last sighting), so they rarely meet.
+ *   `auto`, once other processes are seen delivering from the same store (for a minute after the last
+ *   sighting; always with `always`), each process drains a due second of its own, so they rarely meet
+ *   (see DueIndex.due).
  * - `off`: no markers (and no crash counting: a delivery whose process died is delivered again as if
  *   it had never started).
  */
@@ -84,7 +85,7 @@ export class Claimer {
     return this.#settings.mode !== 'off';
   }
 
-  /** Whether other processes deliver from the same store (spread the reads of a long second). */
+  /** Whether other processes deliver from the same store (spread the reads of the due index). */
   get contended(): boolean {
     return this.#settings.mode === 'always' || performance.now() < this.#contendedUntil;
   }

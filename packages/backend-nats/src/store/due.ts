@@ -4,7 +4,7 @@ import { bucketOf, bucketStart, type Layout } from '../layout.js';
 import { indexMessages } from './commit.js';
 import { insertSorted, pairId, safePairs } from './entries.js';
 import type { Claim } from './plan.js';
-import { toSchedule } from './records.js';
+import { type DuePair, toSchedule } from './records.js';
 
 /**
  * The due index: "what is due by T, a page at a time" and "when is the next deadline", read from
@@ -33,6 +33,13 @@ import { toSchedule } from './records.js';
  */
 
 const PAGE = 1000;
+/**
+ * A spreading delivery (several processes drain one backlog) starts in one of this many earliest due
+ * seconds, at random, before it reads them in order.
+ */
+const SPREAD_SECONDS = 8;
+/** How long a spreading delivery avoids a second where it met another process's claims, in ms. */
+const MET_MEMORY_MS = 1000;
 /** How long a listing of the index's subjects is used before it is read again, in ms. */
 const LISTING_TTL_MS = 500;
 
@@ -64,6 +71,18 @@ export interface Found extends Claim {
   interrupted?: boolean;
 }
 
+/**
+ * The pairs of `entries`, one entry each, from a random pair on and wrapping around (the spread read of
+ * {@link DueIndex.due}: nothing is learnt about the head from it).
+ */
+function rotated<E extends { m: StoredMessage; pairs: DuePair[] }>(
+  entries: E[],
+): { m: StoredMessage; pairs: DuePair[] }[] {
+  const flat = entries.flatMap(({ m, pairs }) => pairs.map((pair) => ({ m, pairs: [pair] })));
+  const at = Math.floor(Math.random() * flat.length);
+  return [...flat.slice(at), ...flat.slice(0, at)];
+}
+
 /** Keys claimed by open deliveries of this process (or, seen claimed, by other processes). */
 interface Held {
   has(key: string): boolean;
@@ -79,6 +98,19 @@ interface Claims extends Held {
   set(key: string, found: Found): unknown;
 }
 
+/** What a read of one second looks for, and where it puts what it finds. */
+interface ReadState {
+  now: number;
+  want: number;
+  held: Held;
+  taken: Set<string>;
+  found: Found[];
+  /** When claiming: where each schedule taken is registered at once. */
+  claims: Claims | undefined;
+  /** Read from here rather than from the scan position (nothing is learnt about the head then). */
+  from?: number;
+}
+
 export class DueIndex {
   readonly #io: NatsIo;
   readonly #layout: Layout;
@@ -91,6 +123,10 @@ export class DueIndex {
    * before such a move may not move the position forward: it did not see the entry given back.
    */
   readonly #moves = new Map<string, number>();
+  /** The second this process drains while other processes drain the same seconds (see {@link due}). */
+  #lane: string | undefined;
+  /** Seconds where another process's claims were met, and when (avoided for {@link MET_MEMORY_MS}). */
+  readonly #met = new Map<string, number>();
   /** Per second: the sequence its head was purged up to. */
   readonly #purged = new Map<string, number>();
   /** The listings of hours and of their seconds (see {@link #hours}). */
@@ -219,7 +255,8 @@ export class DueIndex {
 
   /**
    * Up to `limit` live entries due by `now`, in due-second order and, within a second, in commit order,
-   * skipping keys in `held`.
+   * skipping keys in `held`. With `spread` (other processes drain the same index), from a second of this
+   * process's own among the {@link SPREAD_SECONDS} earliest first, and from random places in a second.
    */
   async due(
     now: number,
@@ -229,27 +266,55 @@ export class DueIndex {
   ): Promise<Found[]> {
     const found: Found[] = [];
     const taken = new Set<string>();
-    for await (const second of this.#walk(now)) {
-      const s = {
-        now,
-        want: limit - found.length,
-        held,
-        taken,
-        found,
-        claims: options.claim ? (held as Claims) : undefined,
-      };
-      // Several processes draining one long second: each starts at a random place in it, so they take
-      // different schedules (and claim without meeting); the head is read when that found too little.
-      const span = (this.#lastSeen.get(second.subject) ?? 0) - (this.#scanFrom.get(second.subject) ?? 1);
-      if (options.spread && span > 4 * s.want) {
-        const from = (this.#scanFrom.get(second.subject) ?? 1) + Math.floor(Math.random() * span);
-        await this.#read(second.subject, { ...s, from });
-        s.want = limit - found.length;
+    const state = () => ({
+      now,
+      want: limit - found.length,
+      held,
+      taken,
+      found,
+      claims: options.claim ? (held as Claims) : undefined,
+    });
+    // Several processes draining one backlog: each drains a second of its own, picked at random among the
+    // earliest due ones, so they take different schedules (and claim without meeting), and rarely read
+    // entries another consumed. It keeps it until it is empty or another process is met there.
+    if (options.spread) {
+      const seconds: string[] = [];
+      for await (const second of this.#walk(now)) {
+        seconds.push(second.subject);
+        if (seconds.length >= SPREAD_SECONDS) break;
       }
+      for (let tries = 0; seconds.length > 1 && tries < 3 && found.length < limit; tries++) {
+        if (this.#lane === undefined || !seconds.includes(this.#lane)) this.#lane = this.#pick(seconds);
+        const lane = this.#lane;
+        await this.#read(lane, state());
+        if (found.length < limit) {
+          // Exhausted here (as far as this process may take): another.
+          seconds.splice(seconds.indexOf(lane), 1);
+          if (this.#lane === lane) this.#lane = undefined;
+        }
+      }
+    }
+    for await (const second of this.#walk(now)) {
+      if (found.length >= limit) break;
+      if (options.spread) await this.#spreadRead(second.subject, state());
+      const s = state();
       if (s.want > 0) await this.#read(second.subject, s);
       if (found.length >= limit) break;
     }
     return found;
+  }
+
+  /**
+   * Reads one second from a random place: a random message when the second holds many more than `want`
+   * (as far as this process has seen), and within the page read, from a random pair on (a message holds
+   * the pairs of a whole commit). Nothing is learnt about the head from it (scan position, purges).
+   */
+  async #spreadRead(subject: string, s: ReadState): Promise<void> {
+    if (s.want <= 0) return;
+    const start = this.#scanFrom.get(subject) ?? 1;
+    const span = (this.#lastSeen.get(subject) ?? 0) - start;
+    const from = span > 4 * s.want ? start + Math.floor(Math.random() * span) : start;
+    await this.#read(subject, { ...s, from });
   }
 
   /**
@@ -269,20 +334,7 @@ export class DueIndex {
    * `found` (up to `want`). When claiming, moves the second's scan position past entries that are stale
    * or claimed here; purges its stale head.
    */
-  async #read(
-    subject: string,
-    s: {
-      now: number;
-      want: number;
-      held: Held;
-      taken: Set<string>;
-      found: Found[];
-      /** When claiming: where each schedule taken is registered at once. */
-      claims: Claims | undefined;
-      /** Read from here rather than from the scan position (nothing is learnt about the head then). */
-      from?: number;
-    },
-  ): Promise<void> {
+  async #read(subject: string, s: ReadState): Promise<void> {
     const atHead = s.from === undefined;
     let from = s.from ?? this.#scanFrom.get(subject) ?? 1;
     const moves = this.#moves.get(subject) ?? 0;
@@ -307,7 +359,10 @@ export class DueIndex {
       }
       const lastSeq = (messages.at(-1) as StoredMessage).seq;
       if (lastSeq > (this.#lastSeen.get(subject) ?? 0)) this.#lastSeen.set(subject, lastSeq);
-      const entries = messages.map((m) => ({ m, pairs: safePairs(m, this.#logger) }));
+      let entries = messages.map((m) => ({ m, pairs: safePairs(m, this.#logger) }));
+      // Away from the head, a page is taken from a random pair on (wrapping around): a message holds the
+      // pairs of a whole commit, so several processes reading one second meet less often.
+      if (!atHead) entries = rotated(entries);
       // Keys to check, in entry order; checked a chunk at a time, as far as the claims need.
       const keys: string[] = [];
       const queued = new Set<string>();
@@ -517,6 +572,7 @@ export class DueIndex {
    */
   reset(): void {
     this.#epoch++;
+    this.#lane = undefined;
     this.#scanFrom.clear();
     this.#lastSeen.clear();
     this.#stale.clear();
@@ -601,6 +657,27 @@ export class DueIndex {
       keys: missing.slice(0, 10).map(([key]) => key),
     });
     return dues;
+  }
+
+  /**
+   * Another process claimed entries of these seconds first: a second this process drains as its own is
+   * left for another, picked at random (see {@link due}).
+   */
+  met(seconds: Iterable<string>): void {
+    const now = performance.now();
+    for (const subject of seconds) {
+      if (subject === this.#lane) this.#lane = undefined;
+      this.#met.set(subject, now);
+    }
+  }
+
+  /** A second at random among `seconds`, one where no other process was met lately if there is one. */
+  #pick(seconds: readonly string[]): string {
+    const since = performance.now() - MET_MEMORY_MS;
+    for (const [subject, at] of this.#met) if (at < since) this.#met.delete(subject);
+    const free = seconds.filter((subject) => !this.#met.has(subject));
+    const from = free.length > 0 ? free : seconds;
+    return from[Math.floor(Math.random() * from.length)] as string;
   }
 
   /** Forgets a second that was purged whole. */
