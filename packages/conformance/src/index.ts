@@ -91,6 +91,12 @@ const PROCESS_GROUPS: ReadonlySet<string> = new Set(['processes', 'calendarFailo
 export interface ConformanceOptions extends ConformanceTarget {
   /** Run only these groups (default: all). */
   only?: ConformanceGroup[];
+  /**
+   * Messages in the dispatcher group's test of four dispatchers committing each effect exactly once
+   * (default 1,000; a multiple of 100). A second configuration of a backend whose main one runs the
+   * default (a replicated cluster, claims on every delivery) can pass fewer to keep its run short.
+   */
+  manyMessages?: number;
 }
 
 /**
@@ -112,6 +118,9 @@ export function runConformance(options: ConformanceOptions): void {
     throw new Error(
       `runConformance: unknown group ${unknown.map((g) => JSON.stringify(g)).join(', ')} in \`only\`; the groups are ${CONFORMANCE_GROUPS.join(', ')}`,
     );
+  const many = options.manyMessages;
+  if (many !== undefined && (!Number.isInteger(many) || many < 100 || many % 100 !== 0))
+    throw new Error(`runConformance: manyMessages must be a multiple of 100 (at least 100), not ${many}`);
   const capabilities = resolveCapabilities(options.capabilities);
   describe(`conformance: ${options.name}`, () => {
     let current: Harness | undefined;
@@ -121,6 +130,7 @@ export function runConformance(options: ConformanceOptions): void {
         return current;
       },
       capabilities,
+      ...(options.manyMessages !== undefined ? { manyMessages: options.manyMessages } : {}),
       ...(options.sql ? { sql: options.sql } : {}),
     };
     beforeEach(() => {

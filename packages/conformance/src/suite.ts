@@ -7,4 +7,9 @@ export interface SuiteContext {
   capabilities: ResolvedCapabilities;
   /** The target's SQL probe, when it gave one (backends that declare `sql`). */
   sql?: SqlProbe;
+  /**
+   * Messages in the dispatcher group's test of four dispatchers committing each effect exactly once
+   * (default 1,000; see `ConformanceOptions.manyMessages`).
+   */
+  manyMessages?: number;
 }

@@ -35,7 +35,7 @@ const applyEffect: Processor = async (tx, message, { schedule }) => {
 };
 
 /** Dispatcher delivery semantics: atomic consumption, retries, replacement, recovery, recurrence, concurrency. */
-export function dispatcherTests({ harness }: SuiteContext): void {
+export function dispatcherTests({ harness, manyMessages = 1000 }: SuiteContext): void {
   const start = (store: Store<unknown>, options: StartOptions = {}) => {
     const dispatcher = new Dispatcher({
       store,
@@ -291,10 +291,10 @@ export function dispatcherTests({ harness }: SuiteContext): void {
     expect(newer(events.at(-1)!)).toBe(true);
   });
 
-  it('commits each effect exactly once with four dispatchers processing 1,000 messages', async () => {
+  const count = manyMessages;
+  it(`commits each effect exactly once with four dispatchers processing ${count.toLocaleString('en-US')} messages`, async () => {
     const first = await harness().open();
     const instances = [first, ...(await Promise.all([1, 2, 3].map(() => harness().open(first.namespace))))];
-    const count = 1000;
     const now = Date.now();
     for (let batch = 0; batch < count; batch += 100) {
       await first.store.transact(async (tx) => {
