@@ -136,14 +136,23 @@ export async function runBatch<Sql>(
     scheduled: false,
   };
   const outcomes = new Map<string, Outcome>();
-  const started = performance.now();
+  let started = performance.now();
   const alone = delivery.claimed.length === 1;
   try {
-    const together =
+    let order = delivery.claimed;
+    const pipelined =
       settings.pipeline && delivery.concurrent && !alone && settings.running()
         ? await runTogether(delivery, settings, result)
         : undefined;
-    for (const schedule of delivery.claimed) {
+    const together = pipelined?.outcomes;
+    if (pipelined?.failed !== undefined) {
+      // The group was undone: its time is not this run's, and the schedule whose processor failed first
+      // goes first, so its failure is recorded even if the budget sends the rest back.
+      started = performance.now();
+      const first = pipelined.failed;
+      order = [...order.filter((s) => s.key === first), ...order.filter((s) => s.key !== first)];
+    }
+    for (const schedule of order) {
       const outcome = together?.get(schedule.key);
       if (outcome !== undefined) {
         outcomes.set(schedule.key, outcome);
@@ -199,15 +208,16 @@ export async function runBatch<Sql>(
 
 /**
  * Runs at once the processors of the batch's schedules that need nothing but their processor (the
- * `pipeline` option): no catch-up decision, no crashed attempt. Returns their outcomes once settled; or
- * nothing when fewer than two qualify, or when one failed: then every write of the group is undone and
- * the batch runs them one by one (a second run: the group's run is not an attempt).
+ * `pipeline` option): no catch-up decision, no crashed attempt. Returns their outcomes once settled;
+ * nothing when fewer than two qualify; or, when one failed, the key of the one that failed first: then
+ * every write of the group is undone and the batch runs them one by one (a second run: the group's run
+ * is not an attempt).
  */
 async function runTogether<Sql>(
   delivery: Delivery<Sql>,
   s: BatchSettings<Sql>,
   result: BatchResult,
-): Promise<Map<string, Outcome> | undefined> {
+): Promise<{ outcomes?: Map<string, Outcome>; failed?: string } | undefined> {
   const now = s.clock.now();
   const group: {
     claimed: Claimed;
@@ -228,6 +238,7 @@ async function runTogether<Sql>(
     for (const g of group)
       g.watch = observe(s.observer, s.clock, g.claimed, g.run.schedule, g.attempt, g.run.occurrence);
   const started = performance.now();
+  let failed: string | undefined;
   let parts: PartResult[];
   try {
     parts = await delivery.together(
@@ -244,6 +255,9 @@ async function runTogether<Sql>(
         try {
           if (g.watch && s.observer) await s.observer.run(g.watch, () => s.processor(tx, message, context));
           else await s.processor(tx, message, context);
+        } catch (error) {
+          failed ??= schedule.key;
+          throw error;
         } finally {
           g.ms = performance.now() - begin;
         }
@@ -259,7 +273,10 @@ async function runTogether<Sql>(
       error,
       schedules: group.length,
     });
-    return undefined;
+    // What they took still sizes the next batches (slow processors, smaller batches).
+    result.processed += group.length;
+    result.processMs += performance.now() - started;
+    return { failed: failed ?? group[0]!.run.schedule.key };
   }
   const outcomes = new Map<string, Outcome>();
   group.forEach((g, i) => {
@@ -279,7 +296,7 @@ async function runTogether<Sql>(
   // They ran at once: what one took is the group's time shared out (what batch sizing needs).
   result.processed += group.length;
   result.processMs += performance.now() - started;
-  return outcomes;
+  return { outcomes };
 }
 
 /** Whether the last attempt of `schedule` crashed its process (so it is delivered alone). */

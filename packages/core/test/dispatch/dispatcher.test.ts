@@ -205,12 +205,20 @@ describe('Dispatcher', () => {
       if (claim) limits.push(claim.limit);
       return original(claim);
     };
-    const dispatcher = new Dispatcher({ store, concurrency: 4, batchSize: 20, processor: async () => {} });
+    // A budget no batch reaches, however loaded the machine: batch sizes are batchSize's alone (sizing
+    // by processor time is the next test's).
+    const dispatcher = new Dispatcher({
+      store,
+      concurrency: 4,
+      batchSize: 20,
+      batchDuration: 600_000,
+      processor: async () => {},
+    });
     const ac = new AbortController();
     const done = dispatcher.run(ac.signal);
     while (dispatcher.snapshot().delivered < 500) await clock.advance(1);
     expect(Math.max(...limits)).toBe(20);
-    // Fast processors: after the first batch, every batch is a full one.
+    // After the first batch (16, before any processor was timed), every batch is a full one.
     expect(dispatcher.snapshot().batches).toBeLessThanOrEqual(Math.ceil(500 / 20) + 2);
     ac.abort();
     await done;
