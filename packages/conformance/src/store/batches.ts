@@ -97,6 +97,33 @@ export function batchTests({ harness, sql }: SuiteContext): void {
     for (let i = 0; i < 10; i++) expect(runs.get(`batch/${i}`), `runs of batch/${i}`).toBe(together ? 2 : 1);
   });
 
+  it('pipeline: true with processors slower than the batch’s budget: a failure is recorded and the others still commit', async () => {
+    const { store } = await harness().open();
+    await scheduleTen(store);
+    const dispatcher = start(store, {
+      batchSize: 10,
+      // Shorter than one processor: a group that failed has spent the budget before the run one by one.
+      batchDuration: 5,
+      pipeline: true,
+      processor: async (tx, message, { schedule }) => {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        await tx.exec(effects, message.aggregateId!, (_s, ag) =>
+          ag.raise('effect.applied', { key: schedule.key }),
+        );
+        if (schedule.key === 'batch/6') throw new Error('boom in batch/6');
+      },
+    });
+    await waitFor(
+      'nine deliveries and one failure',
+      () => dispatcher.snapshot().delivered >= 9 && dispatcher.snapshot().failed >= 1,
+      { timeoutMs: 20_000 },
+    );
+    expect(dispatcher.snapshot()).toMatchObject({ delivered: 9, failed: 1 });
+    for (let i = 0; i < 10; i++)
+      expect(await appliedCount(store, `b${i}`), `effect of batch/${i}`).toBe(i === 6 ? 0 : 1);
+    expect((await store.loadSchedule('batch/6'))?.attempts).toBe(1);
+  });
+
   it('records a failure when a processor throws something that is not an Error, or returns no promise', async () => {
     const { store } = await harness().open();
     await scheduleTen(store);
