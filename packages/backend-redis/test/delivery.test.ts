@@ -72,6 +72,8 @@ describe('a delivery batch', () => {
     const dispatcher = new Dispatcher({
       store,
       retryDelay: HOUR,
+      // One batch however loaded the machine: a budget it cannot reach sends nothing back unrun.
+      batchDuration: 600_000,
       processor: async (tx, m, { schedule }) => {
         await tx.exec(effects, `effect/${schedule.key}`, (_s, ag) => ag.raise('effect.applied'));
         if (m.aggregateId === 'b/3') throw new Error('boom');
@@ -80,7 +82,7 @@ describe('a delivery batch', () => {
     const controller = new AbortController();
     const done = dispatcher.run(controller.signal);
     try {
-      await waitFor('the batch to commit', () => dispatcher.snapshot().batches === 1);
+      await waitFor('the batch to commit', () => dispatcher.snapshot().batches >= 1);
     } finally {
       controller.abort();
       await done;
