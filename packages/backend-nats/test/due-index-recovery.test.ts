@@ -1,15 +1,13 @@
 import { connect as connectTcp, createServer, type Server, type Socket } from 'node:net';
 import { freshNamespace, waitFor } from '@duetime/conformance';
-import { type Backend, type Message, type Schedule, silentLogger } from '@duetime/core';
-import type { NatsConnection } from '@nats-io/transport-node';
+import type { Backend, Message, Schedule } from '@duetime/core';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { connectNats } from '../src/index.js';
 import { NatsIo } from '../src/io.js';
 import { bucketOf, layout } from '../src/layout.js';
-import { ServerClock } from '../src/server-clock.js';
-import { readMeta } from '../src/setup.js';
-import { NatsStoreAdapter } from '../src/store/adapter.js';
+import type { NatsStoreAdapter } from '../src/store/adapter.js';
 import { deleteOpened, NATS_STORE_URL, openOn } from './adapter.js';
+import { closeStoreAdapters, storeAdapterOn } from './store-adapter.js';
 
 /**
  * The due index must never leave a due schedule behind: whatever deliveries do meanwhile, a pending
@@ -18,31 +16,8 @@ import { deleteOpened, NATS_STORE_URL, openOn } from './adapter.js';
 
 const msg = (id: string): Message => ({ type: 'test', aggregateId: id });
 
-const connections: NatsConnection[] = [];
-
 /** A store adapter of the backend under `namespace`, on a connection of its own (a process of its own). */
-async function adapterOf(
-  namespace: string,
-  options: { repairEveryMs?: number; repairGraceMs?: number } = {},
-): Promise<{ adapter: NatsStoreAdapter; io: NatsIo }> {
-  const nc = await connectNats(NATS_STORE_URL);
-  connections.push(nc);
-  const io = await NatsIo.open(nc, 5000, 30_000);
-  const l = layout(namespace);
-  const meta = await readMeta(io, l);
-  const clock = new ServerClock(io, l);
-  const adapter = new NatsStoreAdapter({
-    claims: { mode: 'off', ttlMs: 5000 },
-    io,
-    layout: l,
-    versionBase: meta.versionBase,
-    logger: silentLogger,
-    origin: `test-${namespace}-${connections.length}`,
-    serverNow: () => clock.now(),
-    ...options,
-  });
-  return { adapter, io };
-}
+const adapterOf = storeAdapterOn;
 
 /** Claims what is due now (at most `limit`) and gives it back: the keys found. */
 async function peek(adapter: NatsStoreAdapter, limit = 100): Promise<Schedule[]> {
@@ -61,7 +36,7 @@ describe('nats due index recovery', () => {
   }
   afterEach(async () => {
     await Promise.all(backends.splice(0).map((b) => b.close()));
-    await Promise.all(connections.splice(0).map((nc) => nc.close()));
+    await closeStoreAdapters();
   });
   afterAll(deleteOpened, 60_000);
 

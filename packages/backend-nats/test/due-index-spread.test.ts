@@ -1,14 +1,10 @@
 import { freshNamespace } from '@duetime/conformance';
-import { type Backend, Dispatcher, type Message, silentLogger } from '@duetime/core';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { type Backend, Dispatcher, type Message } from '@duetime/core';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { connectNats } from '../src/index.js';
-import { NatsIo } from '../src/io.js';
-import { bucketOf, layout } from '../src/layout.js';
-import { ServerClock } from '../src/server-clock.js';
-import { readMeta } from '../src/setup.js';
-import { NatsStoreAdapter } from '../src/store/adapter.js';
+import { bucketOf } from '../src/layout.js';
+import type { NatsStoreAdapter } from '../src/store/adapter.js';
 import { deleteOpened, NATS_STORE_URL, openOn } from './adapter.js';
+import { closeStoreAdapters, storeAdapterOn } from './store-adapter.js';
 
 /**
  * Several processes draining one backlog spread over it: a delivery that knows of other processes takes
@@ -18,25 +14,9 @@ import { deleteOpened, NATS_STORE_URL, openOn } from './adapter.js';
 
 const msg = (id: string): Message => ({ type: 'test', aggregateId: id });
 
-const connections: NatsConnection[] = [];
-
 /** A store adapter that claims every delivery and spreads (mode `always`), on a connection of its own. */
 async function spreadingAdapter(namespace: string): Promise<NatsStoreAdapter> {
-  const nc = await connectNats(NATS_STORE_URL);
-  connections.push(nc);
-  const io = await NatsIo.open(nc, 5000, 30_000);
-  const l = layout(namespace);
-  const meta = await readMeta(io, l);
-  const clock = new ServerClock(io, l);
-  return new NatsStoreAdapter({
-    claims: { mode: 'always', ttlMs: 5000 },
-    io,
-    layout: l,
-    versionBase: meta.versionBase,
-    logger: silentLogger,
-    origin: `test-${namespace}-${connections.length}`,
-    serverNow: () => clock.now(),
-  });
+  return (await storeAdapterOn(namespace, { claims: { mode: 'always', ttlMs: 5000 } })).adapter;
 }
 
 /** `perSecond` schedules in each of `seconds` consecutive due seconds, a minute in the past. */
@@ -64,7 +44,7 @@ describe('nats due index, several processes draining one backlog', () => {
   }
   afterEach(async () => {
     await Promise.all(backends.splice(0).map((b) => b.close()));
-    await Promise.all(connections.splice(0).map((nc) => nc.close()));
+    await closeStoreAdapters();
   });
   afterAll(deleteOpened, 60_000);
 

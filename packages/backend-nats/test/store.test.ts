@@ -6,17 +6,14 @@ import {
   type Schedule,
   type Settlement,
   type StoreChange,
-  silentLogger,
 } from '@duetime/core';
-import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { connectNats } from '../src/index.js';
 import { NatsIo } from '../src/io.js';
 import { layout } from '../src/layout.js';
-import { ServerClock } from '../src/server-clock.js';
-import { readMeta } from '../src/setup.js';
-import { NatsStoreAdapter } from '../src/store/adapter.js';
+import type { NatsStoreAdapter } from '../src/store/adapter.js';
 import { deleteOpened, NATS_STORE_URL, openOn } from './adapter.js';
+import { closeStoreAdapters, storeAdapterOn } from './store-adapter.js';
 
 const HOUR = 3_600_000;
 const counter = aggregate({ type: 'counter', initial: 0, apply: { added: (n: number) => n + 1 } });
@@ -44,25 +41,9 @@ async function subjectsByKind(namespace: string): Promise<Map<string, string[]>>
   }
 }
 
-const connections: NatsConnection[] = [];
-
 /** The store adapter of the backend under `namespace` (opened already), on a connection of its own. */
 async function adapterOf(namespace: string): Promise<NatsStoreAdapter> {
-  const nc = await connectNats(NATS_STORE_URL);
-  connections.push(nc);
-  const io = await NatsIo.open(nc, 5000, 30_000);
-  const l = layout(namespace);
-  const meta = await readMeta(io, l);
-  const clock = new ServerClock(io, l);
-  return new NatsStoreAdapter({
-    claims: { mode: 'off', ttlMs: 5000 },
-    io,
-    layout: l,
-    versionBase: meta.versionBase,
-    logger: silentLogger,
-    origin: `test-${namespace}`,
-    serverNow: () => clock.now(),
-  });
+  return (await storeAdapterOn(namespace)).adapter;
 }
 
 /** Claims up to `limit` schedules due by `now` and settles each with `settle`. */
@@ -90,7 +71,7 @@ describe('nats store adapter', () => {
   }
   afterEach(async () => {
     await Promise.all(backends.splice(0).map((b) => b.close()));
-    await Promise.all(connections.splice(0).map((nc) => nc.close()));
+    await closeStoreAdapters();
   });
   afterAll(deleteOpened, 60_000);
 
