@@ -45,7 +45,10 @@ export function clusterNodes(ports: readonly number[], size: number, root: strin
 }
 
 /** Writes every server's config file: JetStream on its own store, routes to all the servers. */
-export function writeClusterConfigs(nodes: readonly ClusterNode[]): void {
+export function writeClusterConfigs(
+  nodes: readonly ClusterNode[],
+  options: { syncInterval?: string | undefined } = {},
+): void {
   const routes = nodes.map((n) => `    nats-route://127.0.0.1:${n.routePort}`).join('\n');
   for (const n of nodes)
     writeFileSync(
@@ -58,6 +61,7 @@ export function writeClusterConfigs(nodes: readonly ClusterNode[]): void {
         `  store_dir: "${join(n.dir, 'store')}"`,
         '  max_memory_store: 256MB',
         '  max_file_store: 2GB',
+        ...(options.syncInterval ? [`  sync_interval: ${options.syncInterval}`] : []),
         '}',
         'cluster {',
         '  name: duetime-private',

@@ -26,6 +26,20 @@ export interface PrivateNatsClusterOptions {
   size?: number;
   /** How long to wait for the cluster (or a restarted server) to be ready, in ms (default 60,000). */
   startTimeoutMs?: number;
+  /**
+   * JetStream's `sync_interval` on every server: how often a server fsyncs its stores (default: the
+   * server's, two minutes). `'always'` fsyncs every write before it is acknowledged.
+   */
+  syncInterval?: 'always' | string;
+}
+
+/** One server's own copy of a stream, as its monitoring endpoint reports it (`/jsz`). */
+export interface ReplicaState {
+  port: number;
+  messages: number;
+  firstSeq: number;
+  lastSeq: number;
+  deleted: number;
 }
 
 /** Where a replicated stream lives right now: its leader and its other replicas, by client port. */
@@ -97,7 +111,7 @@ export class PrivateNatsCluster {
     const ports = await freePorts(3 * size);
     const root = mkdtempSync(join(tmpdir(), 'duetime-nats-cluster-'));
     const nodes = clusterNodes(ports, size, root);
-    writeClusterConfigs(nodes);
+    writeClusterConfigs(nodes, { syncInterval: options.syncInterval });
     const cluster = new PrivateNatsCluster(nodes, root, binary, options.startTimeoutMs ?? 60_000);
     try {
       await Promise.all(nodes.map((n) => cluster.#launch(n)));
@@ -341,6 +355,36 @@ export class PrivateNatsCluster {
       }
     }
     throw last;
+  }
+
+  /**
+   * Each live server's own copy of `stream` (messages, first and last sequence), read from its `/jsz`.
+   * Replicas of a quiet, healthy stream report the same; a difference that stays is a replica out of step.
+   */
+  async replicaStates(stream: string): Promise<ReplicaState[]> {
+    const states: ReplicaState[] = [];
+    for (const n of this.#nodes) {
+      if (!alive(n.child) || n.frozen) continue;
+      const jsz = (await this.#monitor(n, '/jsz?accounts=true&streams=true')) as {
+        account_details?: {
+          stream_detail?: {
+            name: string;
+            state?: { messages?: number; first_seq?: number; last_seq?: number; num_deleted?: number };
+          }[];
+        }[];
+      };
+      for (const account of jsz.account_details ?? [])
+        for (const detail of account.stream_detail ?? [])
+          if (detail.name === stream)
+            states.push({
+              port: n.port,
+              messages: detail.state?.messages ?? 0,
+              firstSeq: detail.state?.first_seq ?? 0,
+              lastSeq: detail.state?.last_seq ?? 0,
+              deleted: detail.state?.num_deleted ?? 0,
+            });
+    }
+    return states;
   }
 
   /** A monitoring endpoint's JSON (`/healthz` answers 503 with a JSON body while unhealthy). */
