@@ -4,6 +4,9 @@ import { fmtRatio, fmtSummary } from './stats.js';
 function digitsFor(row: Row): number {
   // Ratios (the scaleout workload's N processes ÷ 1) read like the duetime ÷ peer column: two decimals.
   if (row.unit === '×') return 2;
+  // Ratios of two figures of duetime's own (join ÷ by hand, duetime ÷ a primitive): three decimals, also
+  // at or above 1 (1.004 must not print as 1.0 beside 0.961).
+  if (row.unit === 'ratio') return 3;
   const magnitude = Math.abs(row.summary.median);
   if (row.summary.samples.every((v) => !Number.isFinite(v) || Number.isInteger(v))) return 0;
   if (row.unit === 'items/s' || row.unit === 'B' || row.unit === 'ns') return 0;
