@@ -80,6 +80,30 @@ describe('withoutOverlap with onOverlap: queue', () => {
     expect(started).toEqual([T0]);
   });
 
+  it('keeps the queued occurrence first when the holder elsewhere lets go between its retries', async () => {
+    world = new World();
+    const holder = await world.backend.leases.acquire(overlapKey('job'), 'another-process', 10 * MINUTE);
+    const { declaration, gates, started } = gated({ withoutOverlap: true, onOverlap: 'queue' });
+    // Retries every 700 ms from T0: at T0+59.5 s and T0+60.2 s, around the next occurrence at T0+60 s.
+    const a = world.replica([declaration], { pollInterval: 700 });
+    await world.advance(30_000 + 59_600); // T0 waits; the holder still holds at T0+59.5 s
+    expect(a.scheduler.snapshot().queued).toBe(1);
+    await world.backend.leases.release(overlapKey('job'), 'another-process', holder!.token);
+    await world.advance(400); // T0+60 s comes first and finds T0 waiting: skipped, not run ahead of it
+    expect(started).toEqual([]);
+    const busy = records(a.scheduler, 'job').find((r) => r.reason === Reason.OverlapBusy);
+    expect(busy).toMatchObject({ intendedAt: new Date(T0 + MINUTE), detail: 'a run is already queued' });
+    await world.advance(200); // T0's retry at T0+60.2 s takes the lease
+    expect(started).toEqual([T0]);
+    gates[0]?.resolve();
+    await world.advance(0);
+    // In the order they were decided: T0+60 s skipped, then T0 ran.
+    expect(outcomes(records(a.scheduler, 'job'))).toEqual(['skipped/overlap_busy', 'succeeded']);
+    expect(records(a.scheduler, 'job').find((r) => r.state === State.Succeeded)?.intendedAt).toEqual(
+      new Date(T0),
+    );
+  });
+
   it('cancels the waiting occurrence on drain (stopped) and on loss of leadership (leadership_lost)', async () => {
     world = new World();
     const first = gated({ withoutOverlap: true, onOverlap: 'queue' });

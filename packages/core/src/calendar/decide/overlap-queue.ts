@@ -31,6 +31,11 @@ export class OverlapQueue {
     return this.#places.size;
   }
 
+  /** Whether an occurrence of `schedule` waits in its place now. */
+  waiting(schedule: string): boolean {
+    return this.#places.has(schedule);
+  }
+
   /** Takes the schedule's place; false when another occurrence of it already waits. */
   join(schedule: string): boolean {
     if (this.#places.has(schedule)) return false;

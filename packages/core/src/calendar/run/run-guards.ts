@@ -218,14 +218,18 @@ export class RunGuards {
 
   /**
    * `onOverlap: 'queue'`: a busy lease is waited for, by one occurrence per schedule; another one that
-   * comes while it waits is skipped (`overlap_busy`, the queued run after the current one covers it).
+   * comes while it waits is skipped (`overlap_busy`, the queued run after the current one covers it),
+   * without asking for the lease: a holder in another process may have let go since the waiting one last
+   * asked, and the lease goes to the waiting one first.
    */
   readonly #queuedOverlapLease: Guard = async (request, held) => {
     const id = request.declaration.id;
+    const queued = () =>
+      this.#decide(request, State.Skipped, Reason.OverlapBusy, { detail: 'a run is already queued' });
+    if (this.#queue.waiting(id)) return queued();
     let got = await this.#askOverlapLease(request);
     if (got !== undefined) return this.#tookOrDecided(got, held);
-    if (!this.#queue.join(id))
-      return this.#decide(request, State.Skipped, Reason.OverlapBusy, { detail: 'a run is already queued' });
+    if (!this.#queue.join(id)) return queued();
     try {
       const signals = [this.#deps.admissionSignal, request.epochSignal];
       for (;;) {
