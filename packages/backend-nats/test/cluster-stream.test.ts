@@ -109,6 +109,11 @@ describe('the NATS cluster (scripts/services.sh up --clusters)', () => {
       jsm.streams.add({ name, subjects: [`${name}.>`], num_replicas: 3, storage: StorageType.File }),
     );
     expect(created.config.num_replicas).toBe(3);
+    // Publishes are answered once the stream's replicas have elected a leader (before that: no
+    // responders), which a loaded machine can delay past the stream's creation.
+    await until('the R3 stream to elect a leader', async () =>
+      (await jsm.streams.info(name)).cluster?.leader ? true : undefined,
+    );
 
     const js = jsm.jetstream();
     for (let i = 1; i <= 5; i++) {

@@ -37,6 +37,9 @@ describe('PrivateNatsCluster', () => {
     const js = jsm.jetstream();
     const name = `pc${randomBytes(4).toString('hex')}`;
     await jsm.streams.add({ name, subjects: [`${name}.>`], num_replicas: 3, storage: StorageType.File });
+    // A new R3 stream answers publishes once its replicas have elected a leader (before that: no
+    // responders), which a loaded machine can delay past the stream's creation.
+    await cluster.waitHealthy({ streams: [name] });
     let acknowledged = 0;
     const publish = async (n: number) => {
       for (let i = 0; i < n; i++) {
