@@ -15,7 +15,7 @@ const EVERY = 300;
 const TTL = 1000;
 const POLL = 100;
 /**
- * For tests about one steady leadership: a leadership that outlasts a slow renewal on a loaded machine
+ * For tests about steady leadership: a leadership that outlasts a slow renewal on a loaded machine
  * (no other holder delays the first acquisition). A leader that lost its lease and took it again would
  * rightly re-run what its cursor had not recorded yet (at-least-once at the edges, core README), which is
  * not what these tests are about; the failover tests keep the short TTL.
@@ -210,15 +210,20 @@ export function calendarTests({ harness }: SuiteContext): void {
   it('resumes from the durable cursor after a restart, without re-running finished occurrences', async () => {
     const { namespace, store } = await harness().open();
     const catchUp = { window: 60_000, max: 1000 };
-    const first = await replica(namespace, [
-      recorded(await harness().open(namespace), 'first').with({ catchUp }),
-    ]);
+    const first = await replica(
+      namespace,
+      [recorded(await harness().open(namespace), 'first').with({ catchUp })],
+      STEADY,
+    );
     await waitFor('three runs', async () => (await loadRuns(store)).length >= 3);
     await first.scheduler.drain();
     await new Promise((resolve) => setTimeout(resolve, 3 * EVERY));
-    const second = await replica(namespace, [
-      recorded(await harness().open(namespace), 'second').with({ catchUp }),
-    ]);
+    // Drain released the first one's leadership: the second takes it at once, however long its TTL.
+    const second = await replica(
+      namespace,
+      [recorded(await harness().open(namespace), 'second').with({ catchUp })],
+      STEADY,
+    );
     await waitFor('the restarted scheduler to run', async () =>
       (await loadRuns(store)).some((r) => r.runner === 'second'),
     );
