@@ -16,9 +16,6 @@ import { closeStoreAdapters, storeAdapterOn } from './store-adapter.js';
 
 const msg = (id: string): Message => ({ type: 'test', aggregateId: id });
 
-/** A store adapter of the backend under `namespace`, on a connection of its own (a process of its own). */
-const adapterOf = storeAdapterOn;
-
 /** Claims what is due now (at most `limit`) and gives it back: the keys found. */
 async function peek(adapter: NatsStoreAdapter, limit = 100): Promise<Schedule[]> {
   const unit = await adapter.begin({ now: new Date(), limit });
@@ -42,7 +39,7 @@ describe('nats due index recovery', () => {
 
   it('keeps the entry of a schedule put again into another second while its earlier version is being delivered', async () => {
     const { store, namespace } = await open();
-    const { adapter } = await adapterOf(namespace);
+    const { adapter } = await storeAdapterOn(namespace);
     // Two seconds in the past, far enough apart to be two due-index subjects.
     const first = Math.floor((Date.now() - 60_000) / 1000) * 1000 + 100;
     const second = first + 5000;
@@ -77,7 +74,7 @@ describe('nats due index recovery', () => {
     expect(here.map((s) => [s.key, s.dueAt.getTime()])).toEqual([['k', second + 200]]);
     // ...and so does another, once every purge this one started is over.
     await adapter.close();
-    const { adapter: fresh } = await adapterOf(namespace);
+    const { adapter: fresh } = await storeAdapterOn(namespace);
     const there = await peek(fresh);
     expect(there.map((s) => [s.key, s.dueAt.getTime()])).toEqual([['k', second + 200]]);
     expect(await store.nextDueAt()).toEqual(new Date(second + 200));
@@ -85,7 +82,7 @@ describe('nats due index recovery', () => {
 
   it('finds a due schedule whose due-index entry and hour marker are gone (the reconciliation sweep)', async () => {
     const { store, namespace } = await open();
-    const { io } = await adapterOf(namespace);
+    const { io } = await storeAdapterOn(namespace);
     const l = layout(namespace);
     const due = Date.now() - 30_000;
     await store.transact((tx) => tx.schedule('lost/1', new Date(due), msg('l')));
@@ -93,9 +90,9 @@ describe('nats due index recovery', () => {
     // The index loses both (as if purged by mistake): the records alone say they are due.
     await io.purge(l.storeStream, { filter: `${namespace}.q.>` });
     await io.purge(l.storeStream, { filter: `${namespace}.h.>` });
-    const { adapter: unrepaired } = await adapterOf(namespace);
+    const { adapter: unrepaired } = await storeAdapterOn(namespace);
     expect(await peek(unrepaired)).toEqual([]);
-    const { adapter } = await adapterOf(namespace, { repairEveryMs: 200, repairGraceMs: 1000 });
+    const { adapter } = await storeAdapterOn(namespace, { repairEveryMs: 200, repairGraceMs: 1000 });
     let found: string[] = [];
     await waitFor(
       'the sweep to find both due schedules again',
@@ -107,7 +104,7 @@ describe('nats due index recovery', () => {
     );
     expect(found).toEqual(['kept/1', 'lost/1']);
     // Repaired in the index itself: another process finds them at once.
-    const { adapter: fresh } = await adapterOf(namespace);
+    const { adapter: fresh } = await storeAdapterOn(namespace);
     expect((await peek(fresh)).map((s) => s.key).sort()).toEqual(['kept/1', 'lost/1']);
   }, 60_000);
 });

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { waitFor } from '@duetime/conformance';
 import { newerNatsServerBinary, PrivateNatsCluster } from '@duetime/testing';
 import { jetstreamManager, StorageType } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -24,8 +25,14 @@ describe('PrivateNatsCluster', () => {
     ).rejects.toThrow(/could not run \/nonexistent\/nats-server .*bash scripts\/services\.sh up/);
   });
 
+  it('refuses a sync interval that is neither always nor a duration, naming it', async () => {
+    await expect(PrivateNatsCluster.start({ syncInterval: 'often' })).rejects.toThrow(
+      /syncInterval must be 'always' or a duration such as '10s', got "often"/,
+    );
+  });
+
   it('loses the leader of an R3 stream (SIGKILL, then a freeze): another leads, nothing acknowledged is lost', async () => {
-    cluster = await PrivateNatsCluster.start({ binary: newerNatsServerBinary() });
+    cluster = await PrivateNatsCluster.start({ binary: newerNatsServerBinary(), syncInterval: 'always' });
     expect(cluster.nodes).toHaveLength(3);
     expect(new Set(cluster.nodes.map((n) => n.name)).size).toBe(3);
     expect(cluster.running.sort()).toEqual(cluster.nodes.map((n) => n.port).sort());
@@ -90,5 +97,16 @@ describe('PrivateNatsCluster', () => {
         `message ${acknowledged}`,
       );
     }
+    // Each server's own copy, from its monitoring endpoint: all three hold every acknowledged message
+    // (followers apply a moment after the leader).
+    await waitFor('every server to hold every acknowledged message', async () => {
+      const states = await cluster!.replicaStates(name);
+      return (
+        states.length === 3 && states.every((r) => r.messages === acknowledged && r.lastSeq === acknowledged)
+      );
+    });
+    expect((await cluster.replicaStates(name)).map((r) => r.port).sort()).toEqual(
+      cluster.nodes.map((n) => n.port).sort(),
+    );
   });
 });

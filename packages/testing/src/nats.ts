@@ -28,9 +28,10 @@ export interface PrivateNatsClusterOptions {
   startTimeoutMs?: number;
   /**
    * JetStream's `sync_interval` on every server: how often a server fsyncs its stores (default: the
-   * server's, two minutes). `'always'` fsyncs every write before it is acknowledged.
+   * server's, two minutes). `'always'` fsyncs every write before it is acknowledged; otherwise a duration
+   * such as `'10s'` or `'500ms'`.
    */
-  syncInterval?: 'always' | string;
+  syncInterval?: string;
 }
 
 /** One server's own copy of a stream, as its monitoring endpoint reports it (`/jsz`). */
@@ -107,6 +108,11 @@ export class PrivateNatsCluster {
   static async start(options: PrivateNatsClusterOptions = {}): Promise<PrivateNatsCluster> {
     const size = options.size ?? 3;
     if (!Number.isInteger(size) || size < 1) throw new Error(`size must be a positive integer, got ${size}`);
+    const sync = options.syncInterval;
+    if (sync !== undefined && !(sync === 'always' || /^[1-9]\d*(ms|s|m|h)$/.test(sync)))
+      throw new Error(
+        `syncInterval must be 'always' or a duration such as '10s', got ${JSON.stringify(sync)}`,
+      );
     const binary = options.binary ?? process.env.DUETIME_NATS_SERVER_BIN ?? 'nats-server';
     const ports = await freePorts(3 * size);
     const root = mkdtempSync(join(tmpdir(), 'duetime-nats-cluster-'));

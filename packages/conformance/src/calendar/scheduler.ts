@@ -169,7 +169,6 @@ export function calendarTests({ harness }: SuiteContext): void {
     let startedOnA = false;
     const options = { withoutOverlap: true, onOverlap: 'queue' as const, overlapTTL: TTL };
     // A new epoch on b would rightly drop the occurrence queued in the old one (see STEADY).
-    const steady = STEADY;
     const a = await replica(
       namespace,
       [
@@ -178,7 +177,7 @@ export function calendarTests({ harness }: SuiteContext): void {
           await released;
         }).with(options),
       ],
-      steady,
+      STEADY,
     );
     await waitFor('a handler to start on a', () => startedOnA);
     const ranOnB: number[] = [];
@@ -189,7 +188,7 @@ export function calendarTests({ harness }: SuiteContext): void {
           options,
         ),
       ],
-      steady,
+      STEADY,
     );
     a.partition.cut(isLeaderKey);
     await waitFor('b to lead', () => b.scheduler.snapshot().leader, { timeoutMs: 30_000 });
