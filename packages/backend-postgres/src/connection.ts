@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { backoff, type Clock, ClosedError, DuetimeError, type Logger, retry } from '@duetime/core';
 import type pg from 'pg';
+import { coalesceWrites } from './coalesce.js';
 import { type ConnectionTarget, isConnectionLost, toDuetimeError } from './errors.js';
 
 /**
@@ -192,6 +193,7 @@ export class CheckedOutClient {
   constructor(client: pg.PoolClient) {
     this.client = client;
     client.on('error', this.#onError);
+    coalesceWrites(client);
   }
 
   /** Rolls back, destroying the connection when that fails (its state is unknown). */
