@@ -3,6 +3,7 @@ import { toDrizzle } from '@duetime/bindings/drizzle';
 import { Dispatcher } from '@duetime/core';
 import { eq } from 'drizzle-orm';
 import { pgSchema, text } from 'drizzle-orm/pg-core';
+import { drizzle as drizzleProxy } from 'drizzle-orm/pg-proxy';
 import pg from 'pg';
 import { type Compared, type Row, rowsFor } from '../lib/report.js';
 import { alternate, type BenchContext, sleep } from '../lib/run.js';
@@ -72,8 +73,8 @@ const DUETIME = duetimeDrain(
 /** The same UPDATE as pg-boss's handler sends, raw on `tx.sql`: the queue's own part, without the ORM's. */
 const DUETIME_RAW = duetimeDrain(
   'duetime/postgres, processor writing raw SQL on tx.sql',
-  // Compared with pg-boss's row, as the Drizzle one is.
-  'postgres-drizzle',
+  // Compared with pg-boss's handler sending the same raw SQL.
+  'postgres-raw',
   rawExpire,
 );
 
@@ -86,7 +87,7 @@ const DUETIME_PIPELINED = duetimeDrain(
 
 const DUETIME_RAW_PIPELINED = duetimeDrain(
   'duetime/postgres, pipeline: true, processor writing raw SQL on tx.sql',
-  'postgres-drizzle',
+  'postgres-raw',
   rawExpire,
   true,
 );
@@ -133,65 +134,101 @@ async function openDuetime(
   };
 }
 
-/** pg-boss's best batch settings (see the pg-boss subject), with its transactional worker. */
-const PGBOSS: DrainSubject = {
-  name: 'pg-boss/best, work(…, { transactional: true }) writing through its tx',
-  library: 'pg-boss',
-  backend: 'postgres-drizzle',
-  async open(count) {
-    const { PgBoss } = await import('pg-boss');
-    const schema = uniqueName('ormdrain_pgboss_');
-    const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
-    await pendingOrders(pool, schema, count);
-    const boss = new PgBoss({
-      connectionString: PG_URL,
-      schema,
-      supervise: false,
-      schedule: false,
-      migrate: true,
-    });
-    boss.on('error', () => {});
-    await boss.start();
-    await boss.createQueue('orders');
-    for (let i = 0; i < count; i += 500)
-      await boss.insert(
-        'orders',
-        Array.from({ length: Math.min(500, count - i) }, (_, k) => ({ data: { orderId: `o-${i + k}` } })),
-      );
-    return {
-      schema,
-      async start(concurrency) {
-        const id = await boss.work(
-          'orders',
-          {
-            transactional: true,
-            localConcurrency: concurrency,
-            batchSize: 500,
-            burstWhenBatchFull: true,
-            pollingIntervalSeconds: 0.5,
-          },
-          async (jobs, tx) => {
-            // pg-boss hands the handler its own database wrapper, not the application's ORM.
-            for (const job of jobs)
-              await tx.executeSql(`UPDATE "${schema}".orders SET status = 'expired' WHERE id = $1`, [
-                (job.data as { orderId: string }).orderId,
-              ]);
-          },
-        );
-        return async () => {
-          await boss.offWork('orders', { id, wait: true });
-        };
-      },
-      async close() {
-        await boss.stop({ graceful: false });
-        await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-        await pool.end();
-      },
-    };
-  },
+/**
+ * How a pg-boss handler marks order `id` expired on the transaction its worker hands it: raw SQL through
+ * `executeSql`, or through Drizzle on that same transaction (pg-boss hands its own database wrapper, not
+ * the application's ORM; Drizzle's `pg-proxy` driver sends its statements through `executeSql`). Made once
+ * per batch of jobs.
+ */
+type BossExpire = (schema: string) => (tx: { executeSql: BossSql }) => (id: string) => Promise<unknown>;
+type BossSql = (text: string, values?: unknown[]) => Promise<{ rows: unknown[] }>;
+
+const bossRaw: BossExpire = (schema) => (tx) => (id) =>
+  tx.executeSql(`UPDATE "${schema}".orders SET status = 'expired' WHERE id = $1`, [id]);
+
+const bossDrizzle: BossExpire = (schema) => {
+  const orders = ordersOf(schema);
+  return (tx) => {
+    const db = drizzleProxy((text, params) => tx.executeSql(text, params));
+    return (id) => db.update(orders).set({ status: 'expired' }).where(eq(orders.id, id));
+  };
 };
 
-const SUBJECTS = [DUETIME, DUETIME_RAW, DUETIME_PIPELINED, DUETIME_RAW_PIPELINED, PGBOSS];
+/** pg-boss's best batch settings (see the pg-boss subject), with its transactional worker. */
+function pgBossDrain(name: string, backendName: string, expire: BossExpire): DrainSubject {
+  return {
+    name,
+    library: 'pg-boss',
+    backend: backendName,
+    open: (count) => openPgBoss(count, expire),
+  };
+}
+
+async function openPgBoss(count: number, expire: BossExpire): ReturnType<DrainSubject['open']> {
+  const { PgBoss } = await import('pg-boss');
+  const schema = uniqueName('ormdrain_pgboss_');
+  const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
+  await pendingOrders(pool, schema, count);
+  const boss = new PgBoss({
+    connectionString: PG_URL,
+    schema,
+    supervise: false,
+    schedule: false,
+    migrate: true,
+  });
+  boss.on('error', () => {});
+  await boss.start();
+  await boss.createQueue('orders');
+  for (let i = 0; i < count; i += 500)
+    await boss.insert(
+      'orders',
+      Array.from({ length: Math.min(500, count - i) }, (_, k) => ({ data: { orderId: `o-${i + k}` } })),
+    );
+  const write = expire(schema);
+  return {
+    schema,
+    async start(concurrency) {
+      const id = await boss.work(
+        'orders',
+        {
+          transactional: true,
+          localConcurrency: concurrency,
+          batchSize: 500,
+          burstWhenBatchFull: true,
+          pollingIntervalSeconds: 0.5,
+        },
+        async (jobs, tx) => {
+          const expireOne = write(tx);
+          for (const job of jobs) await expireOne((job.data as { orderId: string }).orderId);
+        },
+      );
+      return async () => {
+        await boss.offWork('orders', { id, wait: true });
+      };
+    },
+    async close() {
+      await boss.stop({ graceful: false });
+      await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await pool.end();
+    },
+  };
+}
+
+/** pg-boss's handler writing through Drizzle on its transaction: the same work as duetime's Drizzle rows. */
+const PGBOSS = pgBossDrain(
+  'pg-boss/best, work(…, { transactional: true }) writing through Drizzle on its tx',
+  'postgres-drizzle',
+  bossDrizzle,
+);
+
+/** pg-boss's handler sending the raw UPDATE on its transaction: the same work as duetime's raw rows. */
+const PGBOSS_RAW = pgBossDrain(
+  'pg-boss/best, work(…, { transactional: true }) writing raw SQL on its tx',
+  'postgres-raw',
+  bossRaw,
+);
+
+const SUBJECTS = [DUETIME, DUETIME_RAW, DUETIME_PIPELINED, DUETIME_RAW_PIPELINED, PGBOSS, PGBOSS_RAW];
 
 /** Orders per second until every order is `expired`, read from the committed table. */
 async function drainRate(subject: DrainSubject, count: number, concurrency: number, timeoutMs: number) {
@@ -223,9 +260,10 @@ async function drainRate(subject: DrainSubject, count: number, concurrency: numb
 /**
  * The orm workload's drain: `count` pending orders whose expiry messages are all due; a worker at
  * concurrency 1 and 16 marks each order expired in the transaction that consumes its message. duetime's
- * processor writes through Drizzle on the delivery transaction (`toDrizzle(tx.sql)`); pg-boss's
- * transactional worker writes through the `db` it hands the handler. Orders per second until the table
- * shows every order expired.
+ * processor writes through Drizzle on the delivery transaction (`toDrizzle(tx.sql)`), or raw SQL on
+ * `tx.sql`; pg-boss's transactional worker does the same on the transaction it hands the handler
+ * (through Drizzle's `pg-proxy` driver on its `executeSql`, or raw), and each duetime row is compared
+ * with the pg-boss row doing the same work. Orders per second until the table shows every order expired.
  */
 export async function ormDrainRows(ctx: BenchContext): Promise<Row[]> {
   const count = ctx.quick ? 300 : 20_000;
