@@ -156,6 +156,20 @@ describe('JetStream message schedules on NATS >= 2.12', () => {
       headers: oneShot(Date.now() + 60_000, target('b')),
     });
     expect(late).toBe('conflict');
+    // What a layout with one message per put needs: once fired, the schedule's subject is empty, so the
+    // next put expects 0 and is stored, while the fire keeps the fired version's body and headers on its
+    // own subject (the record moved with the fire); the new schedule fires into that subject after it.
+    const next = await io.publish(sched('b'), 'v3', {
+      expectSubjectSeq: 0,
+      headers: oneShot(Date.now() + 300, target('b'), { 'Duetime-Version': '3' }),
+    });
+    expect(next).toMatchObject({ seq: expect.any(Number) });
+    const record = await io.last(stream, target('b'));
+    expect(new TextDecoder().decode(record?.data)).toBe('v2');
+    expect(record?.header('Duetime-Version')).toBe('2');
+    await waitFor('the next version fired', () => fires.of(sched('b')).length === 2);
+    expect(fires.of(sched('b')).map((f) => f.data)).toEqual(['v2', 'v3']);
+    expect(new TextDecoder().decode((await io.last(stream, target('b')))?.data)).toBe('v3');
   });
 
   it('(c) cancels a pending schedule by deleting its message, or purging its subject: nothing fires', async () => {
