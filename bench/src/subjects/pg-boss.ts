@@ -1,4 +1,4 @@
-import type { PgBoss } from 'pg-boss';
+import type { ConstructorOptions, PgBoss } from 'pg-boss';
 import { pgSchemaBytes } from '../lib/storage.js';
 import {
   type CreateOptions,
@@ -23,6 +23,35 @@ const DEFAULT_ROW_BATCH = 100;
  */
 const BEST_BATCH = 500;
 
+/** The `work` options of every best row, beside `localConcurrency` (see {@link pgBoss}). */
+export const BEST_WORK = {
+  batchSize: BEST_BATCH,
+  burstWhenBatchFull: true,
+  pollingIntervalSeconds: 0.5,
+} as const;
+
+/**
+ * A started pg-boss in `schema` of the bench's server, migrated, without its supervisor or its cron
+ * timekeeping unless `options` turn them on; errors it emits are left to the workload.
+ */
+export async function startedPgBoss(
+  schema: string,
+  options: Omit<ConstructorOptions, 'connectionString' | 'schema'> = {},
+): Promise<PgBoss> {
+  const { PgBoss } = await import('pg-boss');
+  const boss = new PgBoss({
+    connectionString: PG_URL,
+    schema,
+    supervise: false,
+    schedule: false,
+    migrate: true,
+    ...options,
+  });
+  boss.on('error', () => {});
+  await boss.start();
+  return boss;
+}
+
 /**
  * Starts the worker of each row on `queue` (see {@link pgBoss}) with a handler that calls `handle` with
  * each job's data; resolves to its stop function.
@@ -36,18 +65,9 @@ async function startPgBossWorker(
 ): Promise<() => Promise<void>> {
   const id = best
     ? // One polling worker per handler slot, each running its batch one job after another.
-      await boss.work(
-        queue,
-        {
-          localConcurrency: concurrency,
-          batchSize: BEST_BATCH,
-          burstWhenBatchFull: true,
-          pollingIntervalSeconds: 0.5,
-        },
-        async (jobs) => {
-          for (const j of jobs) handle(j.data);
-        },
-      )
+      await boss.work(queue, { localConcurrency: concurrency, ...BEST_WORK }, async (jobs) => {
+        for (const j of jobs) handle(j.data);
+      })
     : // One polling worker; its batch is handled `concurrency` jobs at a time.
       await boss.work(queue, { batchSize: DEFAULT_ROW_BATCH }, async (jobs) => {
         for (let i = 0; i < jobs.length; i += concurrency) {
@@ -92,18 +112,11 @@ export function pgBoss(settings: PeerSettings): Subject {
       ? `localConcurrency = concurrency, batchSize ${BEST_BATCH}, burstWhenBatchFull, pollingIntervalSeconds 0.5`
       : `defaults (pollingIntervalSeconds 2) with batchSize ${DEFAULT_ROW_BATCH}, handled concurrency at a time`,
     async create(options: CreateOptions = {}): Promise<Queue> {
-      const { PgBoss } = await import('pg-boss');
       const schema = options.name ?? uniqueName('pgboss_');
-      const boss = new PgBoss({
-        connectionString: PG_URL,
+      const boss = await startedPgBoss(
         schema,
-        supervise: false,
-        schedule: false,
-        migrate: true,
-        ...(options.applicationName ? { application_name: options.applicationName } : {}),
-      });
-      boss.on('error', () => {});
-      await boss.start();
+        options.applicationName ? { application_name: options.applicationName } : {},
+      );
       const queue = 'bench';
       if (!(await boss.getQueue(queue))) await boss.createQueue(queue);
       const job = (item: Item) => ({ data: payload(item), startAfter: new Date(item.dueAt) });
@@ -167,13 +180,9 @@ export function pgBossSchedules(settings: PeerSettings): RecurringSubject {
       ? `schedule() with tz and key; cronMonitorIntervalSeconds ${BEST_CRON_MONITOR_SECONDS}, cronWorkerIntervalSeconds ${BEST_CRON_WORKER_SECONDS}; worker localConcurrency = concurrency, batchSize ${BEST_BATCH}, burstWhenBatchFull, pollingIntervalSeconds 0.5`
       : `schedule() with tz and key; cronMonitorIntervalSeconds 30, cronWorkerIntervalSeconds 5 (defaults); worker pollingIntervalSeconds 2 with batchSize ${DEFAULT_ROW_BATCH}, handled concurrency at a time`,
     async create(): Promise<RecurringQueue> {
-      const { PgBoss } = await import('pg-boss');
       const schema = uniqueName('pgboss_');
-      const boss = new PgBoss({
-        connectionString: PG_URL,
-        schema,
-        supervise: false,
-        migrate: true,
+      const boss = await startedPgBoss(schema, {
+        schedule: true,
         ...(best
           ? {
               cronMonitorIntervalSeconds: BEST_CRON_MONITOR_SECONDS,
@@ -181,8 +190,6 @@ export function pgBossSchedules(settings: PeerSettings): RecurringSubject {
             }
           : {}),
       });
-      boss.on('error', () => {});
-      await boss.start();
       const queue = 'bench';
       await boss.createQueue(queue);
       const stops: (() => Promise<void>)[] = [];

@@ -7,6 +7,7 @@ import { drizzle as drizzleProxy } from 'drizzle-orm/pg-proxy';
 import pg from 'pg';
 import { type Compared, type Row, rowsFor } from '../lib/report.js';
 import { alternate, type BenchContext, sleep } from '../lib/run.js';
+import { BEST_WORK, startedPgBoss } from '../subjects/pg-boss.js';
 import { PG_URL, uniqueName } from '../subjects/types.js';
 
 /**
@@ -165,19 +166,10 @@ function pgBossDrain(name: string, backendName: string, expire: BossExpire): Dra
 }
 
 async function openPgBoss(count: number, expire: BossExpire): ReturnType<DrainSubject['open']> {
-  const { PgBoss } = await import('pg-boss');
   const schema = uniqueName('ormdrain_pgboss_');
   const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
   await pendingOrders(pool, schema, count);
-  const boss = new PgBoss({
-    connectionString: PG_URL,
-    schema,
-    supervise: false,
-    schedule: false,
-    migrate: true,
-  });
-  boss.on('error', () => {});
-  await boss.start();
+  const boss = await startedPgBoss(schema);
   await boss.createQueue('orders');
   for (let i = 0; i < count; i += 500)
     await boss.insert(
@@ -190,13 +182,7 @@ async function openPgBoss(count: number, expire: BossExpire): ReturnType<DrainSu
     async start(concurrency) {
       const id = await boss.work(
         'orders',
-        {
-          transactional: true,
-          localConcurrency: concurrency,
-          batchSize: 500,
-          burstWhenBatchFull: true,
-          pollingIntervalSeconds: 0.5,
-        },
+        { transactional: true, localConcurrency: concurrency, ...BEST_WORK },
         async (jobs, tx) => {
           const expireOne = write(tx);
           for (const job of jobs) await expireOne((job.data as { orderId: string }).orderId);

@@ -5,6 +5,7 @@ import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { type Compared, type Row, rowsFor, soloRow } from '../lib/report.js';
 import { alternate, type BenchContext } from '../lib/run.js';
+import { startedPgBoss } from '../subjects/pg-boss.js';
 import { PG_URL, uniqueName } from '../subjects/types.js';
 import { ormDrainRows } from './orm-drain.js';
 
@@ -86,17 +87,9 @@ const PGBOSS_DRIZZLE: OrmSubject = {
   library: 'pg-boss',
   backend: 'postgres-drizzle',
   async open() {
-    const { PgBoss, fromDrizzle: bossFromDrizzle } = await import('pg-boss');
+    const { fromDrizzle: bossFromDrizzle } = await import('pg-boss');
     const app = await application('orm_pgboss_');
-    const boss = new PgBoss({
-      connectionString: PG_URL,
-      schema: app.schema,
-      supervise: false,
-      schedule: false,
-      migrate: true,
-    });
-    boss.on('error', () => {});
-    await boss.start();
+    const boss = await startedPgBoss(app.schema);
     await boss.createQueue('orders');
     return {
       order: (i) =>
