@@ -126,8 +126,9 @@ async function probeServer(url: string, minor: number): Promise<{ version?: stri
 
 /**
  * JetStream scheduler timers (`JetStreamScheduler` of @duetime/backend-nats): timers fired per second and
- * fire lateness, in native mode (NATS >= 2.12 message schedules, at DUETIME_NATS_NEW_URL), emulated mode
- * (the library's pump, on NATS 2.9 at DUETIME_NATS_URL) and emulated mode forced on the newer server.
+ * fire lateness, in native mode (NATS >= 2.12 message schedules, at DUETIME_NATS_NEW_URL), native mode
+ * with `fireAheadMs: 500` (fired early, held by consumeFired until due), emulated mode (the library's
+ * pump, on NATS 2.9 at DUETIME_NATS_URL) and emulated mode forced on the newer server.
  */
 export async function timersWorkload(ctx: BenchContext): Promise<Row[]> {
   const count = ctx.quick ? 300 : 2000;
@@ -139,6 +140,8 @@ export async function timersWorkload(ctx: BenchContext): Promise<Row[]> {
   const candidates = [
     { label: 'emulated', server: old, url: NATS_URL, options: {} },
     { label: 'native', server: recent, url: NATS_NEW_URL, options: {} },
+    // Fired half a second early by the server, held by consumeFired until due.
+    { label: 'native, fireAheadMs 500', server: recent, url: NATS_NEW_URL, options: { fireAheadMs: 500 } },
     { label: 'emulated, forced', server: recent, url: NATS_NEW_URL, options: { mode: 'emulated' as const } },
   ];
   const modes: Mode[] = [];

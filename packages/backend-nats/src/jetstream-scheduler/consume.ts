@@ -88,6 +88,8 @@ export interface ConsumeContext {
   stream: string;
   layout: SubjectLayout;
   logger: Logger;
+  /** The scheduler's clock: a message that arrives before its `Duetime-Due` instant waits for it. */
+  now?: () => number;
 }
 
 const NS_PER_MS = 1_000_000;
@@ -127,28 +129,129 @@ export async function consumeFired(
     throw toBackendError(`consume durable ${durable} on stream ${ctx.stream}`, error);
   }
 
-  const running = new Set<Promise<void>>();
   const settings = { maxDeliver, retryDelay, maxRetryDelay, ackWait };
+  const now = ctx.now ?? Date.now;
+  const keepAliveMs = Math.max(500, Math.floor(ackWait / 3));
+  const slots = new Slots(concurrency);
+  const tasks = new Set<Promise<void>>();
+  const stopping = new AbortController();
   const closed = (async () => {
     try {
       for await (const m of messages) {
-        const task = handleOne(ctx, m, settings, onDeadLetter, handler).finally(() => running.delete(task));
-        running.add(task);
-        if (running.size >= concurrency) await Promise.race(running);
+        // Fired before its due instant (the scheduler's `fireAheadMs`): it waits, its acknowledgement
+        // kept alive, without taking a handler's slot, so messages due sooner are not held up behind it.
+        const early = dueOf(m) - now();
+        const task = (async () => {
+          if (early > 0 && !(await hold(m, early, keepAliveMs, stopping.signal, now))) return;
+          await slots.take();
+          try {
+            await handleOne(ctx, m, settings, onDeadLetter, handler);
+          } finally {
+            slots.give();
+          }
+        })().finally(() => tasks.delete(task));
+        tasks.add(task);
+        if (early <= 0) await slots.free();
       }
     } catch (error) {
       ctx.logger.error('jetstream scheduler: consumeFired stopped on an error', { durable, error });
     }
-    await Promise.allSettled(running);
+    stopping.abort();
+    await Promise.allSettled(tasks);
   })();
 
   return {
     closed,
     async stop() {
       messages.stop();
+      stopping.abort();
       await closed;
     },
   };
+}
+
+/** The `Duetime-Due` instant a fired message carries (epoch ms), or -Infinity when it carries none. */
+function dueOf(m: JsMsg): number {
+  const due = Number(m.headers?.get(H.due) ?? Number.NaN);
+  return Number.isFinite(due) ? due : Number.NEGATIVE_INFINITY;
+}
+
+/**
+ * Keeps `m` until `ms` have passed (its acknowledgement renewed meanwhile). Resolves true when it is due;
+ * false when the consumer stopped first: then `m` is given back (`nak`) to be redelivered at its due
+ * instant, to whichever process consumes then.
+ */
+async function hold(
+  m: JsMsg,
+  ms: number,
+  keepAliveMs: number,
+  stopping: AbortSignal,
+  now: () => number,
+): Promise<boolean> {
+  if (stopping.aborted) {
+    m.nak(ms);
+    return false;
+  }
+  const until = now() + ms;
+  const keepAlive = setInterval(() => m.working(), keepAliveMs);
+  keepAlive.unref?.();
+  const due = await new Promise<boolean>((resolve) => {
+    const stopped = () => {
+      clearTimeout(timer);
+      resolve(false);
+    };
+    const timer = setTimeout(() => {
+      stopping.removeEventListener('abort', stopped);
+      resolve(true);
+    }, ms);
+    stopping.addEventListener('abort', stopped, { once: true });
+  });
+  clearInterval(keepAlive);
+  if (!due) m.nak(Math.max(0, until - now()));
+  return due;
+}
+
+/** `count` handler slots: `take` waits for one, `give` returns it, `free` waits until one is free. */
+class Slots {
+  #free: number;
+  readonly #takers: (() => void)[] = [];
+  #freed: { promise: Promise<void>; resolve: () => void } | undefined;
+
+  constructor(count: number) {
+    this.#free = count;
+  }
+
+  take(): Promise<void> {
+    if (this.#free > 0) {
+      this.#free--;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.#takers.push(resolve));
+  }
+
+  give(): void {
+    const next = this.#takers.shift();
+    if (next) next();
+    else {
+      this.#free++;
+      this.#freed?.resolve();
+      this.#freed = undefined;
+    }
+  }
+
+  /** Resolves once a slot is free and nobody waits for one. */
+  async free(): Promise<void> {
+    while (this.#free === 0 || this.#takers.length > 0) {
+      if (!this.#freed) {
+        let resolve!: () => void;
+        const promise = new Promise<void>((r) => {
+          resolve = r;
+        });
+        this.#freed = { promise, resolve };
+      }
+      await this.#freed.promise;
+    }
+  }
 }
 
 async function ensureDurable(ctx: ConsumeContext, durable: string, ackWaitMs: number): Promise<void> {

@@ -35,6 +35,15 @@ export interface JetStreamSchedulerOptions {
   missedTickGrace?: number;
   /** Definitions the pump fires at once (default 64). */
   pumpConcurrency?: number;
+  /**
+   * Native mode: how long before its due instant the server fires a one-shot timer (default 0, at the
+   * instant; at most 60 000 ms). While schedules keep falling due, the server fires them on a 250 ms grid,
+   * so a fire is 0–250 ms late; fired early, a message waits in `consumeFired` (its acknowledgement kept
+   * alive) until its `Duetime-Due` instant and its handler runs on time. A reader of the fire subject
+   * other than `consumeFired` then sees messages before they are due: it must wait for `Duetime-Due`
+   * itself. 500 covers the grid and a busy consumer's delivery. Cron ticks fire at their instant.
+   */
+  fireAheadMs?: number;
   clock?: Clock;
   logger?: Logger;
 }
@@ -83,6 +92,7 @@ export interface ResolvedOptions {
   /** Undefined: derived from the stream's dedup window once it is known. */
   missedTickGrace: number | undefined;
   pumpConcurrency: number;
+  fireAheadMs: number;
   clock: Clock;
   logger: Logger;
 }
@@ -117,6 +127,7 @@ export function resolveOptions(options: JetStreamSchedulerOptions): ResolvedOpti
         ? undefined
         : duration('options.missedTickGrace', options.missedTickGrace, { allowZero: true }),
     pumpConcurrency: positiveInteger('options.pumpConcurrency', options.pumpConcurrency ?? 64),
+    fireAheadMs: duration('options.fireAheadMs', options.fireAheadMs ?? 0, { allowZero: true, max: 60_000 }),
     clock: options.clock ?? systemClock,
     logger: options.logger ?? silentLogger,
   };

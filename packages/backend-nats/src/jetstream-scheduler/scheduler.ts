@@ -234,7 +234,8 @@ export class JetStreamScheduler {
     if (setup.mode === 'native') {
       // The server replaces an earlier schedule on the same subject (an `atId` outside the dedup window).
       h.set(H.rollup, 'sub');
-      h.set(H.schedule, `@at ${new Date(due).toISOString()}`);
+      // Fired `fireAheadMs` early, it waits in consumeFired until `Duetime-Due` (see the option).
+      h.set(H.schedule, `@at ${new Date(due - this.#o.fireAheadMs).toISOString()}`);
       h.set(H.scheduleTarget, target);
     }
     // Emulated: no rollup (NATS 2.9 applies a rollup before it drops a duplicate, which would delete the
@@ -330,6 +331,7 @@ export class JetStreamScheduler {
         stream: this.#o.stream,
         layout: this.#layout,
         logger: this.#o.logger,
+        now: () => this.#o.clock.now(),
       },
       durable,
       maxDeliver,

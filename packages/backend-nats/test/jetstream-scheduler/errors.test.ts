@@ -103,6 +103,9 @@ describe('JetStream scheduler, bad input and unreachable servers', () => {
       [{ mode: 'fast' }, 'options.mode'],
       [{ duplicateWindow: 10 }, 'options.duplicateWindow'],
       [{ leaseTtl: 0 }, 'options.leaseTtl'],
+      [{ fireAheadMs: -1 }, 'options.fireAheadMs'],
+      [{ fireAheadMs: 60_001 }, 'options.fireAheadMs'],
+      [{ fireAheadMs: '500' }, 'options.fireAheadMs'],
     ];
     for (const [options, field] of bad)
       expect(() => new JetStreamScheduler(nc, options), field).toThrowError(
