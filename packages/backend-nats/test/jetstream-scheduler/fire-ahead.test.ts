@@ -46,7 +46,7 @@ describe('JetStream scheduler, fireAheadMs (native)', () => {
         .catch(() => null);
       return m ?? undefined;
     });
-    expect(fired.timestamp ? Date.parse(fired.timestamp) : Number.NaN).toBeLessThan(timer.due.getTime());
+    expect(fired?.timestamp ? Date.parse(fired.timestamp) : Number.NaN).toBeLessThan(timer.due.getTime());
     await waitFor('the handler', () => c.calls.length > 0);
     expect(c.calls[0]?.at).toBeGreaterThanOrEqual(timer.due.getTime());
     expect(c.calls[0]?.firedId).toBe(`once:${timer.timer}`);
