@@ -27,7 +27,12 @@ const parked: ParkedReminder[] = [];
 let mailOutage = 1; // the mail service fails once, then recovers
 const sent: string[] = [];
 
-const scheduler = await JetStreamScheduler.connect(url, { prefix: `example${process.pid}` });
+// fireAheadMs: a native server fires each reminder half a second early and consumeFired holds it until
+// due, so reminders run on time rather than on the server's 250 ms grid (ignored by the emulated pump).
+const scheduler = await JetStreamScheduler.connect(url, {
+  prefix: `example${process.pid}`,
+  fireAheadMs: 500,
+});
 const info = await scheduler.ensureStream();
 log(
   `NATS ${info.serverVersion}: schedules run ${info.mode === 'native' ? 'in the server (native)' : 'in the library pump (emulated)'}`,
