@@ -135,6 +135,7 @@ export const createNatsBackend = defineBackend<
       io,
       layout,
       versionBase: meta.versionBase,
+      atomicBatchLimit: s.atomicBatchLimit,
       logger: ctx.logger,
       origin: randomBytes(8).toString('hex'),
       serverNow: () => serverClock.now(),

@@ -9,6 +9,7 @@ import {
   positiveInteger,
   readFactoryOptions,
 } from '@duetime/core';
+import { MAX_ATOMIC_BATCH } from './io.js';
 import { validPrefix } from './layout.js';
 import type { ClaimSettings } from './store/claims.js';
 
@@ -36,6 +37,14 @@ export interface NatsBackendOptions {
   storage?: 'file' | 'memory';
   /** Stream replicas in a cluster (default 1). An existing stream with other replicas is refused. */
   replicas?: number;
+  /**
+   * The most messages the server takes in one atomic batch: what one transaction may write (default
+   * 1000, the server's default). Raise it together with the server's own ceiling (NATS 2.12 and later,
+   * read at start: `jetstream { limits { batch { max_msgs: N } } }`) to commit larger transactions whole.
+   * Set above what the server allows, a larger transaction is refused by the server, nothing written, with
+   * a `TransactionTooLargeError` naming the server's limit, which the backend keeps to from then on.
+   */
+  atomicBatchLimit?: number;
   /**
    * Delivery claims across processes (see the README, "Several dispatcher processes"): `'auto'` (default)
    * claims once other processes are seen delivering from the same store, `'always'` claims every delivery
@@ -69,6 +78,7 @@ export interface Settings {
   commitTimeoutMs: number;
   replicas: number;
   storage: 'file' | 'memory';
+  atomicBatchLimit: number;
   /** Deprecated options that were given (warned about when the backend opens). */
   deprecated: string[];
 }
@@ -92,6 +102,10 @@ export function readSettings(read: OptionReader): Settings {
     commitTimeoutMs: timeout('commitTimeoutMs', 30_000),
     replicas: read.integer('replicas', 1, { max: MAX_TIMER_MS }),
     storage: read.oneOf('storage', ['file', 'memory'], 'file'),
+    atomicBatchLimit: read.integer('atomicBatchLimit', MAX_ATOMIC_BATCH, {
+      min: MAX_ATOMIC_BATCH,
+      max: 1_000_000,
+    }),
     deprecated,
   };
 }

@@ -70,6 +70,10 @@ describe('createNatsBackend: bad input and unreachable servers', () => {
     [{ commitTimeoutMs: 2 ** 31 }, 'options.commitTimeoutMs'],
     [{ connectTimeoutMs: 2 ** 31 }, 'options.connectTimeoutMs'],
     [{ storage: 'disk' }, 'options.storage'],
+    // Below the server's default ceiling, fractional, or not a number.
+    [{ atomicBatchLimit: 999 }, 'options.atomicBatchLimit'],
+    [{ atomicBatchLimit: 1500.5 }, 'options.atomicBatchLimit'],
+    [{ atomicBatchLimit: '5000' }, 'options.atomicBatchLimit'],
   ])('rejects options %j with an InvalidArgumentError naming %s', async (options, field) => {
     const error = await rejection(createNatsBackend({ servers: NATS_STORE_URL }, options as never));
     expect(error).toMatchObject({ code: 'DUETIME_INVALID_ARGUMENT', field });

@@ -16,7 +16,12 @@ import { freePort, newerNatsServerBinary } from '@duetime/testing';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { connectNats, TransactionTooLargeError } from '../src/index.js';
+import {
+  connectNats,
+  createNatsBackend,
+  type NatsBackendOptions,
+  TransactionTooLargeError,
+} from '../src/index.js';
 import { type BatchMessage, MAX_ATOMIC_BATCH, NatsIo } from '../src/io.js';
 import { layout } from '../src/layout.js';
 import { deleteOpened, NATS_STORE_URL, openOn } from './adapter.js';
@@ -79,6 +84,34 @@ describe('the atomic batch limit of the NATS server', () => {
         allow_atomic: true,
       });
       expect(await io.atomicPublish(batchOf('big', 5000))).toMatchObject({ kind: 'stored', count: 5000 });
+
+      // A store told of the server's ceiling commits a transaction of 5,000 schedules whole; one that
+      // keeps to the default refuses it before writing anything.
+      const url = `nats://127.0.0.1:${port}`;
+      const at = new Date(hourAhead());
+      const big = await createNatsBackend({ servers: url }, { prefix: 'wide', atomicBatchLimit: 6000 });
+      const small = await createNatsBackend({ servers: url }, { prefix: 'narrow' });
+      try {
+        await big.store.transact(async (tx) => {
+          for (let i = 0; i < 5000; i++) await tx.schedule(`huge/${i}`, at, msg('h'));
+        });
+        expect(await big.store.countSchedules()).toBe(5000);
+        expect((await big.store.loadSchedule('huge/4999'))?.at).toEqual(at);
+        const error = await small.store
+          .transact(async (tx) => {
+            for (let i = 0; i < 5000; i++) await tx.schedule(`huge/${i}`, at, msg('h'));
+          })
+          .then(
+            () => undefined,
+            (e: unknown) => e,
+          );
+        expect(error).toBeInstanceOf(TransactionTooLargeError);
+        expect(error).toMatchObject({ schedules: 5000, limit: 1000 });
+        expect(await small.store.countSchedules()).toBe(0);
+      } finally {
+        await big.close();
+        await small.close();
+      }
     } finally {
       await own?.close();
       const exited = new Promise((resolve) => child.once('exit', resolve));
@@ -94,9 +127,11 @@ describe('a transaction larger than one atomic batch', () => {
     await deleteOpened();
   });
 
-  async function open(): Promise<{ backend: Backend; written: () => Promise<number> }> {
+  async function open(
+    options: NatsBackendOptions = {},
+  ): Promise<{ backend: Backend; written: () => Promise<number> }> {
     const namespace = freshNamespace();
-    const backend = await openOn(NATS_STORE_URL, namespace, { requestTimeoutMs: 20_000 });
+    const backend = await openOn(NATS_STORE_URL, namespace, { requestTimeoutMs: 20_000, ...options });
     const reader = await connectNats(NATS_STORE_URL);
     const io = await NatsIo.open(reader, 5000);
     const stream = layout(namespace).storeStream;
@@ -144,6 +179,34 @@ describe('a transaction larger than one atomic batch', () => {
       expect(await store.countSchedules()).toBe(countBefore);
       expect(countBefore).toBe(3);
       expect(await written()).toBe(seqBefore);
+    } finally {
+      await backend.close();
+    }
+  }, 60_000);
+
+  it('set above the server ceiling, a larger transaction is refused by the server whole, and the ceiling kept to', async () => {
+    const { backend, written } = await open({ atomicBatchLimit: 6000 });
+    try {
+      const { store } = backend;
+      const at = new Date(hourAhead());
+      const seqBefore = await written();
+      const attempt = () =>
+        refusal(
+          store.transact(async (tx) => {
+            for (let i = 0; i < 1500; i++) await tx.schedule(`over/${i}`, at, msg('o'));
+          }),
+        );
+      // Sent, and refused by the server (its default ceiling is 1,000): nothing stored.
+      const first = await attempt();
+      expect(first).toBeInstanceOf(TransactionTooLargeError);
+      expect(first).toMatchObject({ schedules: 1500, messages: 1502, limit: 1000 });
+      expect(await written()).toBe(seqBefore);
+      // Refused again, now before anything is sent; what fits still commits.
+      expect(await attempt()).toMatchObject({ schedules: 1500, limit: 1000 });
+      await store.transact(async (tx) => {
+        for (let i = 0; i < 998; i++) await tx.schedule(`fits/${i}`, at, msg('f'));
+      });
+      expect(await store.countSchedules()).toBe(998);
     } finally {
       await backend.close();
     }

@@ -17,7 +17,7 @@ import {
   type Write,
 } from '@duetime/core';
 import type { Subscription } from '@nats-io/transport-node';
-import type { NatsIo } from '../io.js';
+import { MAX_ATOMIC_BATCH, type NatsIo } from '../io.js';
 import type { Layout } from '../layout.js';
 import { Claimer, type ClaimSettings } from './claims.js';
 import { type CommitOutcome, Committer } from './commit.js';
@@ -32,6 +32,8 @@ export interface NatsStoreContext {
   layout: Layout;
   /** Added to record sequences to make versions (see `MetaValue`). */
   versionBase: number;
+  /** The most messages one atomic batch holds (the backend's `atomicBatchLimit`; default 1,000). */
+  atomicBatchLimit?: number;
   logger: Logger;
   /** Identifies this backend instance in wake-up messages (its own are ignored). */
   origin: string;
@@ -100,6 +102,7 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
       io: context.io,
       layout: context.layout,
       versionBase: context.versionBase,
+      maxBatch: context.atomicBatchLimit ?? MAX_ATOMIC_BATCH,
     });
     this.renewEveryMs = Math.max(250, Math.floor(context.claims.ttlMs / 3));
     this.#repair = {

@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BackendError, ConflictError } from '@duetime/core';
 import type { BatchMessage, NatsIo, StoredMessage } from '../io.js';
-import { MAX_ATOMIC_BATCH } from '../io.js';
 import { bucketOf, type Layout } from '../layout.js';
 import { TransactionTooLargeError } from './limits.js';
 import { type Expectation, type Group, type GroupPlan, PAIRS, planGroups, ROLLUP } from './plan.js';
@@ -33,6 +32,11 @@ export interface CommitContext {
   io: NatsIo;
   layout: Layout;
   versionBase: number;
+  /**
+   * The most messages one atomic batch holds: the backend's `atomicBatchLimit`, lowered to the server's
+   * own ceiling when the server refuses a batch as too large.
+   */
+  maxBatch: number;
 }
 
 export interface CommitOutcome {
@@ -56,7 +60,7 @@ export async function commitGroups(c: CommitContext, groups: readonly Group[]): 
     for (let i = start; i < plans.length; i++) {
       const plan = plans[i] as GroupPlan;
       const n = plan.conflict ? 0 : plan.messages.length;
-      if (chunk.length > 0 && size + n + extraMessages(plans, [...chunk, i]) > MAX_ATOMIC_BATCH) break;
+      if (chunk.length > 0 && size + n + extraMessages(plans, [...chunk, i]) > c.maxBatch) break;
       chunk.push(i);
       size += n;
     }
@@ -132,10 +136,10 @@ export class Committer {
  */
 function tooLarge(c: CommitContext, plan: GroupPlan): TransactionTooLargeError | undefined {
   // A message brings at most two due-index messages with it (its second and its hour).
-  if (plan.messages.length * 3 <= MAX_ATOMIC_BATCH) return undefined;
+  if (plan.messages.length * 3 <= c.maxBatch) return undefined;
   const messages = batchOf(c, [plan], [0]);
-  if (messages.length <= MAX_ATOMIC_BATCH) return undefined;
-  return new TransactionTooLargeError(recordCount(c, messages), messages.length);
+  if (messages.length <= c.maxBatch) return undefined;
+  return new TransactionTooLargeError(recordCount(c, messages), messages.length, c.maxBatch);
 }
 
 /** How many of `messages` write or cancel a schedule (its record, or the record's tombstone). */
@@ -161,10 +165,10 @@ async function publishChunk(
     const live = indices.filter((i) => results[i] === undefined);
     const messages = batchOf(c, plans, live);
     if (messages.length === 0) return;
-    if (messages.length > MAX_ATOMIC_BATCH) {
+    if (messages.length > c.maxBatch) {
       // Not reached: planning refuses a group too large for one batch, and chunks are cut between groups.
       for (const i of live)
-        results[i] = new TransactionTooLargeError(recordCount(c, messages), messages.length);
+        results[i] = new TransactionTooLargeError(recordCount(c, messages), messages.length, c.maxBatch);
       return;
     }
     const outcome = await publishOnce(c, messages);
@@ -222,11 +226,24 @@ async function publishOnce(c: CommitContext, messages: BatchMessage[]): Promise<
     } catch (error) {
       // The reply was lost (timeout, reconnect): send the same batch again; the server tells whether
       // it was stored. Other failures, and a connection that stays away, end the commit.
+      const ceiling = serverCeiling(error);
+      if (ceiling !== undefined) {
+        // Configured above the server's own ceiling: refused whole, nothing stored. Keep to the server's
+        // from now on.
+        c.maxBatch = Math.min(c.maxBatch, ceiling);
+        throw new TransactionTooLargeError(recordCount(c, messages), messages.length, ceiling);
+      }
       if (!(error instanceof BackendError) || !error.transient || c.io.closed || performance.now() > deadline)
         throw error;
       await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 50 * 2 ** attempt)));
     }
   }
+}
+
+/** The server's atomic batch ceiling, when `error` is its refusal of a batch as too large. */
+function serverCeiling(error: unknown): number | undefined {
+  const match = /atomic publish batch is too large: (\d+)/.exec(String((error as Error)?.message ?? ''));
+  return match ? Number(match[1]) : undefined;
 }
 
 function conflictOf(e: Expectation): ConflictError {

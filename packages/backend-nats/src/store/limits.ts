@@ -4,7 +4,8 @@ import { MAX_ATOMIC_BATCH } from '../io.js';
 /**
  * A transaction (or one settlement of a delivery) that would need more messages than one atomic batch
  * takes. The store commits each as one atomic batch (all of it or nothing, in one round trip), and NATS
- * caps a batch at 1,000 messages by default (`jetstream { limits { batch { max_msgs } } }`). Refused
+ * caps a batch at 1,000 messages by default (`jetstream { limits { batch { max_msgs } } }`; the backend's
+ * `atomicBatchLimit` says what the server allows, and a server refusal teaches it the real ceiling). Refused
  * before anything is written: nothing of it is stored. Split the work into smaller transactions.
  *
  * What a commit writes: one message per schedule it writes or cancels, per event and per dead letter, plus
@@ -26,7 +27,7 @@ export class TransactionTooLargeError extends InvalidArgumentError {
     super(
       'transaction',
       `${schedules} schedules in ${messages} messages`,
-      `a NATS store commits a transaction as one atomic batch, at most ${limit} messages (one per schedule written or cancelled, event and dead letter, plus one per second and per hour of the due times written); nothing was written: split it into smaller transactions`,
+      `a NATS store commits a transaction as one atomic batch, at most ${limit} messages (one per schedule written or cancelled, event and dead letter, plus one per second and per hour of the due times written); nothing was written: split it into smaller transactions (or raise the server's jetstream.limits.batch.max_msgs and the backend's atomicBatchLimit together)`,
     );
     this.schedules = schedules;
     this.messages = messages;
