@@ -30,6 +30,7 @@ import { durabilityWorkload } from './workloads/durability.js';
 import { failoverWorkload } from './workloads/failover.js';
 import { idleWorkload } from './workloads/idle.js';
 import { ormWorkload } from './workloads/orm.js';
+import { pendingWorkload } from './workloads/pending.js';
 import { primitivesWorkload } from './workloads/primitives.js';
 import { drainWorkload, enqueueWorkload, latenessWorkload, telemetryWorkload } from './workloads/queue.js';
 import { recurringWorkload } from './workloads/recurring.js';
@@ -91,6 +92,7 @@ const workloads: Record<string, (ctx: BenchContext) => Promise<Row[]>> = {
   durability: (ctx) => durabilityWorkload(ctx),
   orm: (ctx) => ormWorkload(ctx),
   primitives: (ctx) => primitivesWorkload(ctx),
+  pending: (ctx) => pendingWorkload(ctx),
   dashboard: (ctx) => dashboardWorkload(ctx),
 };
 
