@@ -85,6 +85,13 @@ describe('JetStream message schedules on NATS >= 2.12', () => {
     expect(fired.headers['Nats-Batch-Commit']).toBe('1');
     expect(fired.headers['Nats-Batch-Sequence']).toBe('2');
     expect(fired.headers['Nats-Schedule-Next']).toBe('purge');
+    // Nothing on the fire names the sequence the schedule was stored at (the server removes that message):
+    // a version must travel in a header of the schedule's own.
+    expect(
+      Object.keys(fired.headers)
+        .filter((h) => h.startsWith('Nats-') && !h.startsWith('Nats-Batch-'))
+        .sort(),
+    ).toEqual(['Nats-Schedule-Next', 'Nats-Scheduler']);
     // A one-shot schedule's message is removed once it fired; the batch's other message stays.
     expect(await io.last(stream, sched('a'))).toBeUndefined();
     expect(await io.last(stream, `${stream}.rec.a`)).toBeDefined();
