@@ -140,7 +140,8 @@ export async function consumeFired(
       for await (const m of messages) {
         // Fired before its due instant (the scheduler's `fireAheadMs`): it waits, its acknowledgement
         // kept alive, without taking a handler's slot, so messages due sooner are not held up behind it.
-        const early = dueOf(m) - now();
+        // (At most the longest timer Node.js keeps: only a clock far off could ask for more.)
+        const early = Math.min(dueOf(m) - now(), MAX_TIMER_MS);
         const task = (async () => {
           if (early > 0 && !(await hold(m, early, keepAliveMs, stopping.signal, now))) return;
           await slots.take();
