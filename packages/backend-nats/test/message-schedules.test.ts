@@ -337,4 +337,34 @@ describe('JetStream message schedules on NATS >= 2.12', () => {
     expect(info.num_ack_pending).toBe(0);
     expect(info.num_redelivered).toBe(0);
   });
+  it("(h) lists a stream's subjects sorted, a page by position only (STREAM.INFO subjects_filter, offset)", async () => {
+    // What the status page would page through in key order: every key's record subject.
+    const list = `${stream}.list`;
+    const js = jetstream(nc);
+    const keys = Array.from({ length: 300 }, (_, i) => `k${(i * 7) % 300}`);
+    await Promise.all(keys.map((k) => js.publish(`${list}.${k}`, 'x')));
+    const page = async (offset: number) => {
+      const reply = await nc.request(
+        `$JS.API.STREAM.INFO.${stream}`,
+        JSON.stringify({ subjects_filter: `${list}.>`, offset }),
+        { timeout: 10_000 },
+      );
+      const info = JSON.parse(new TextDecoder().decode(reply.data)) as {
+        total: number;
+        offset: number;
+        limit: number;
+        state: { subjects?: Record<string, number> };
+      };
+      return { ...info, subjects: Object.keys(info.state.subjects ?? {}) };
+    };
+    const first = await page(0);
+    expect(first.total).toBe(300);
+    expect(first.subjects).toHaveLength(300);
+    // Sorted by subject, whatever the order they were written in.
+    expect(first.subjects).toEqual([...first.subjects].sort());
+    // Pages are fixed at the server's limit and addressed by position: there is no "after this subject".
+    expect(first.limit).toBe(100_000);
+    const tail = await page(295);
+    expect(tail.subjects).toEqual(first.subjects.slice(295));
+  });
 });
