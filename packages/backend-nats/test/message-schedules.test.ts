@@ -367,4 +367,65 @@ describe('JetStream message schedules on NATS >= 2.12', () => {
     const tail = await page(295);
     expect(tail.subjects).toEqual(first.subjects.slice(295));
   });
+  it("(i) caps the claims in flight at the consumer's max_ack_pending: the rest wait until one is acknowledged", async () => {
+    const jsm = await jetstreamManager(nc);
+    await jsm.consumers.add(stream, {
+      durable_name: 'capped',
+      ack_policy: AckPolicy.Explicit,
+      ack_wait: 30_000_000_000,
+      max_ack_pending: 3,
+      filter_subject: `${stream}.fire.i.>`,
+    });
+    const consumer = await jetstream(nc).consumers.get(stream, 'capped');
+    const due = Date.now() + 200;
+    for (let i = 0; i < 5; i++) await publishSchedule(`i.${i}`, due, `i${i}`, {}, target(`i.${i}`));
+    await fence('i-fence', due + 300);
+    const held: JsMsg[] = [];
+    for await (const m of await consumer.fetch({ max_messages: 5, expires: 1000 })) held.push(m);
+    // Five fired, three handed out: the consumer holds no more claims than max_ack_pending.
+    expect(held).toHaveLength(3);
+    expect((await jsm.consumers.info(stream, 'capped')).num_ack_pending).toBe(3);
+    const none: JsMsg[] = [];
+    for await (const m of await consumer.fetch({ max_messages: 5, expires: 1000 })) none.push(m);
+    expect(none).toHaveLength(0);
+    // One settled: one more is handed out.
+    await held[0]!.ackAck();
+    const next: JsMsg[] = [];
+    for await (const m of await consumer.fetch({ max_messages: 5, expires: 1000 })) next.push(m);
+    expect(next).toHaveLength(1);
+    for (const m of [...held.slice(1), ...next]) await m.ackAck();
+  });
+
+  it('(j) turns message schedules on for an existing stream: its records stay, and schedules fire from then on', async () => {
+    const jsm = await jetstreamManager(nc);
+    const name = `J${freshNamespace()}`;
+    await jsm.streams.add({ name, subjects: [`${name}.>`], allow_direct: true });
+    try {
+      await jetstream(nc).publish(`${name}.rec.old`, 'kept');
+      const before = await jsm.streams.info(name);
+      expect(before.config.allow_msg_schedules ?? false).toBe(false);
+      const updated = await jsm.streams.update(name, { ...before.config, allow_msg_schedules: true });
+      // The server echoes what it stored: the change took.
+      expect(updated.config.allow_msg_schedules).toBe(true);
+      expect(updated.state.messages).toBe(1);
+      const due = Date.now() + 300;
+      await jetstream(nc).publish(`${name}.sched.j`, 'fired', {
+        headers: toHeaders(oneShot(due, `${name}.fire.j`)),
+      });
+      const fired = await waitFor(
+        'the schedule written after the change to fire',
+        () => io.last(name, `${name}.fire.j`),
+        { timeoutMs: 15_000 },
+      );
+      expect(new TextDecoder().decode(fired.data)).toBe('fired');
+      expect(await io.last(name, `${name}.rec.old`)).toBeDefined();
+      // Off again is refused: once on, schedules stay on (the stream keeps firing what it holds).
+      const again = await jsm.streams.info(name);
+      await expect(
+        jsm.streams.update(name, { ...again.config, allow_msg_schedules: false }),
+      ).rejects.toThrow();
+    } finally {
+      await jsm.streams.delete(name);
+    }
+  });
 });
