@@ -28,12 +28,12 @@ describe('JetStream scheduler, fireAheadMs (native)', () => {
   });
 
   it('schedules the fire early, and the handler still runs no sooner than the due instant', async () => {
-    const scheduler = harness.scheduler({ mode: 'native', fireAheadMs: 1_000 });
-    const timer = await scheduler.after('ahead/1', 2_000, 'x');
+    const scheduler = harness.scheduler({ mode: 'native', fireAheadMs: 2_000 });
+    const timer = await scheduler.after('ahead/1', 3_000, 'x');
     const jsm = await jetstreamManager(nc);
     const stored = await jsm.streams.getMessage(scheduler.stream, { seq: timer.sequence });
     expect(stored?.header.get('Nats-Schedule')).toBe(
-      `@at ${new Date(timer.due.getTime() - 1_000).toISOString()}`,
+      `@at ${new Date(timer.due.getTime() - 2_000).toISOString()}`,
     );
     expect(stored?.header.get('Duetime-Due')).toBe(String(timer.due.getTime()));
 
@@ -54,19 +54,19 @@ describe('JetStream scheduler, fireAheadMs (native)', () => {
   });
 
   it('a message held until it is due takes no handler slot from one due sooner', async () => {
-    const scheduler = harness.scheduler({ mode: 'native', fireAheadMs: 2_000 });
+    const scheduler = harness.scheduler({ mode: 'native', fireAheadMs: 5_000 });
     const c = await Collector.start(scheduler, 'slots', 5, () => undefined, { concurrency: 1 });
     collectors.push(c);
-    // `late` (due in 2.6 s, fired 2 s ahead) is held; `soon`, put then, is due before it and fires at
+    // `late` (due in 6 s, fired 5 s ahead) is held; `soon`, put then, is due 2 s before it and fires at
     // once. With one slot, `late` waiting in it would run `soon` only after itself.
-    const late = await scheduler.after('late', 2_600, 'late');
+    const late = await scheduler.after('late', 6_000, 'late');
     const jsm = await jetstreamManager(nc);
     await waitFor('the consumer to hold late', async () => {
       const info = await jsm.consumers.info(scheduler.stream, 'slots');
       return info.num_ack_pending === 1 || undefined;
     });
     expect(c.calls).toHaveLength(0);
-    const soon = await scheduler.after('soon', 1_600, 'soon');
+    const soon = await scheduler.at('soon', new Date(late.due.getTime() - 2_000), 'soon');
     await waitFor('both handlers', () => c.calls.length >= 2);
     expect(c.calls.map((call) => call.key)).toEqual(['soon', 'late']);
     expect(c.calls[0]!.at).toBeGreaterThanOrEqual(soon.due.getTime());
@@ -74,9 +74,9 @@ describe('JetStream scheduler, fireAheadMs (native)', () => {
   });
 
   it('a consumer stopped while it holds a message gives it back, and another runs it when due', async () => {
-    const scheduler = harness.scheduler({ mode: 'native', fireAheadMs: 3_000 });
+    const scheduler = harness.scheduler({ mode: 'native', fireAheadMs: 5_500 });
     const first = await Collector.start(scheduler, 'handover');
-    const timer = await scheduler.after('handover/1', 3_500, 'h');
+    const timer = await scheduler.after('handover/1', 6_000, 'h');
     const jsm = await jetstreamManager(nc);
     // Held by the first consumer: delivered, not acknowledged.
     await waitFor('the first consumer to hold it', async () => {
