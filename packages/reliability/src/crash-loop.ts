@@ -114,10 +114,14 @@ export async function runCrashLoop(options: CrashLoopOptions): Promise<CrashLoop
     // Let the last generation come up and catch up: the calendar's cursor must reach the present before
     // the workers are stopped, or the occurrences still waiting for a slot would be cancelled by the drain
     // and, with nobody leading afterwards, never run.
+    // The leader must be one of the workers alive now: a leader killed just after it took over may have
+    // carried the cursor close to the present and died with later occurrences still running, which only
+    // a live leader runs again (it takes over once the dead one's lease lapses).
     await Promise.all(workers.map((w) => w.line(/^READY$/, startTimeout)));
     await waitFor(
-      'the last leader to catch up with the calendar',
+      'a live worker to lead and catch up with the calendar',
       async () => {
+        if (!workers.some((w) => w.alive() && isLeader(w))) return false;
         const cursor = await options.backend.cursors.read(CHAOS_CURSOR_KEY);
         return cursor !== undefined && cursor.getTime() >= Date.now() - 2000 - options.period;
       },
