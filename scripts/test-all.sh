@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Every package's tests (`pnpm test`): two packages at a time, then the reliability suite alone. The chaos
-# runs of the reliability suite time failovers, kills and outages against servers of their own; alone they
-# keep the machine's cores to themselves, as they did when every package ran one after another.
-# `--continue` in both: one failing package hides no other. Exits non-zero when either run failed.
+# Every package's tests (`pnpm test`): one package at a time, the reliability suite last. Two at a time
+# halves the run (about 13 minutes instead of 26 on a 2-core machine) but, in two of four fresh-clone runs,
+# a test that times a crash or a failover ran out of time beside another package's load (see
+# docs/contributing.md); set DUETIME_TEST_CONCURRENCY=2 to run so anyway. `--continue` in both: one failing
+# package hides no other. Exits non-zero when either run failed.
 set -uo pipefail
-turbo run test --concurrency=2 --continue --filter='!@duetime/reliability'
+turbo run test --concurrency="${DUETIME_TEST_CONCURRENCY:-1}" --continue --filter='!@duetime/reliability'
 others=$?
 turbo run test --continue --filter=@duetime/reliability
 reliability=$?
