@@ -134,7 +134,19 @@ describe('outage: the server terminates duetime’s connections again and again'
         {
           timeoutMs: 60_000,
         },
-      );
+      ).catch(async (error: unknown) => {
+        // Say what stayed pending, and what the dispatcher was doing, so a failure can be read.
+        const left = (await worker.store.listSchedules().catch(() => [])).slice(0, 10);
+        const detail = left.map((s) => ({
+          key: s.key,
+          dueAt: s.dueAt.toISOString(),
+          attempts: s.attempts,
+          lastError: s.lastError,
+        }));
+        throw new Error(
+          `${(error as Error).message}; still pending at ${new Date().toISOString()}: ${JSON.stringify(detail)}; dispatcher ${JSON.stringify(dispatcher.snapshot())}`,
+        );
+      });
       expect(dispatcher.snapshot().running).toBe(true);
       expect(terminated).toBeGreaterThan(10);
       // The outage was felt (failed writes or retried deliveries), and every failure was a typed backend error.
