@@ -11,4 +11,5 @@ export { type Migration, migrations, SCHEMA_VERSION } from './migrations/index.j
 export { channelFor } from './notifications.js';
 
 export type { PostgresBackendOptions, PostgresConnection } from './options.js';
+export type { PGliteLike, PGliteTransactionLike } from './pglite.js';
 export { createPostgresBackend, migrate } from './postgres-backend.js';

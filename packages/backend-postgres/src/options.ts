@@ -10,13 +10,15 @@ import {
 import pg from 'pg';
 import type { ConnectionTarget } from './errors.js';
 import { readRunner, type TransactionRunner } from './hosted.js';
+import { isPGlite, type PGliteLike, PgliteListenClient, PglitePool } from './pglite.js';
 
 /**
- * Where the backend's connections come from: a URL (the backend creates, owns and closes a pool), or the
+ * Where the backend's connections come from: a URL (the backend creates, owns and closes a pool), the
  * application's own `pg.Pool` (shared, so `tx.sql` runs on the application's connections; never closed
- * by duetime).
+ * by duetime), or a PGlite database in the application's process (`@electric-sql/pglite`: one session,
+ * so one transaction at a time and one process; never closed by duetime).
  */
-export type PostgresConnection = { connectionString: string } | { pool: pg.Pool };
+export type PostgresConnection = { connectionString: string } | { pool: pg.Pool } | { pglite: PGliteLike };
 
 /** The options of `createPostgresBackend`; README.md describes each. */
 export interface PostgresBackendOptions {
@@ -79,6 +81,8 @@ export interface ResolvedConnection {
   pool: pg.Pool;
   ownsPool: boolean;
   listenClient: () => pg.Client;
+  /** On PGlite: one session in this process, so no other process shares the store. */
+  embedded: boolean;
   target: ConnectionTarget;
   secret: string | undefined;
 }
@@ -181,7 +185,36 @@ export function resolveConnection(
   connectTimeoutMs: number,
 ): ResolvedConnection {
   if (typeof connection !== 'object' || connection === null)
-    throw new InvalidArgumentError('connection', connection, 'must be { connectionString } or { pool }');
+    throw new InvalidArgumentError(
+      'connection',
+      connection,
+      'must be { connectionString }, { pool } or { pglite }',
+    );
+  if ('pglite' in connection) {
+    const db = connection.pglite;
+    if (!isPGlite(db))
+      throw new InvalidArgumentError(
+        'connection.pglite',
+        db,
+        'must be a PGlite database (await PGlite.create()), not one of its transactions',
+      );
+    if (options.pipeline)
+      throw new InvalidArgumentError('options.pipeline', true, 'does not apply to PGlite (one session)');
+    return {
+      pool: new PglitePool(db) as unknown as pg.Pool,
+      ownsPool: false,
+      listenClient: () => new PgliteListenClient(db) as unknown as pg.Client,
+      embedded: true,
+      target: {
+        host: 'pglite',
+        port: 0,
+        database: db.dataDir ?? 'memory://',
+        user: 'postgres',
+        schema: options.schema,
+      },
+      secret: undefined,
+    };
+  }
   if ('pool' in connection) {
     if (!isPool(connection.pool))
       throw new InvalidArgumentError('connection.pool', connection.pool, 'must be a pg.Pool');
@@ -197,6 +230,7 @@ export function resolveConnection(
     return {
       pool,
       ownsPool: false,
+      embedded: false,
       listenClient: () =>
         new ClientClass({
           ...poolOptions,
@@ -207,7 +241,11 @@ export function resolveConnection(
     };
   }
   if (!('connectionString' in connection))
-    throw new InvalidArgumentError('connection', connection, 'must be { connectionString } or { pool }');
+    throw new InvalidArgumentError(
+      'connection',
+      connection,
+      'must be { connectionString }, { pool } or { pglite }',
+    );
   const url = connectionString(connection.connectionString);
   const config: pg.ClientConfig = {
     connectionString: url,
@@ -234,6 +272,7 @@ export function resolveConnection(
   return {
     pool,
     ownsPool: true,
+    embedded: false,
     listenClient: () => new pg.Client(config),
     ...resolveTarget(config, options.schema),
   };

@@ -63,7 +63,12 @@ function postgres(factory: string) {
         ),
         leases: new PostgresLeases(connection),
         cursors: new PostgresCursors(connection),
-        capabilities: { multiProcess: true, durable: true, sql: true, exclusiveClaims: true },
+        capabilities: {
+          multiProcess: !resolved.embedded,
+          durable: true,
+          sql: true,
+          exclusiveClaims: true,
+        },
         describe: `postgres backend (${describeTarget(resolved.target)})`,
         ...(factory === 'migrate' ? { extra: { migration } } : {}),
       };
