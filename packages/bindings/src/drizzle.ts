@@ -22,7 +22,7 @@ export interface DrizzleTransactionLike {
 
 /**
  * An executor on a Drizzle transaction on PostgreSQL (`db.transaction(async (tx) => …)`), over
- * node-postgres or postgres.js. Pass it to `store.join`. The `db` itself is refused: it runs statements
+ * node-postgres, postgres.js or PGlite. Pass it to `store.join`. The `db` itself is refused: it runs statements
  * outside any transaction.
  *
  * @example
@@ -49,10 +49,23 @@ export function fromDrizzle(tx: DrizzleTransactionLike): SqlExecutor {
           rows?: unknown;
           rowCount?: unknown;
           count?: unknown;
+          affectedRows?: unknown;
         };
-        // node-postgres answers { rows, rowCount }; postgres.js a row array with `count`.
+        // node-postgres answers { rows, rowCount }; postgres.js a row array with `count`; PGlite
+        // { rows, affectedRows }.
         const rows = rowsOf(Array.isArray(result) ? result : result.rows);
-        return { rows, rowCount: countOf(result.rowCount ?? result.count, rows.length) };
+        return {
+          rows,
+          rowCount: countOf(
+            result.rowCount ??
+              result.count ??
+              // PGlite counts changed rows only; a SELECT's count is the rows it returned.
+              (typeof result.affectedRows === 'number'
+                ? Math.max(result.affectedRows, rows.length)
+                : undefined),
+            rows.length,
+          ),
+        };
       }),
     // On node-postgres the transaction's session holds the pg client, which knows its status; on
     // postgres.js it cannot tell, and the store asks with a savepoint.

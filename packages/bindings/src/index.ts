@@ -12,6 +12,7 @@
  * | TypeORM        | `@duetime/bindings/typeorm`         | `fromTypeORM`    | `toTypeORM`   |
  * | Prisma         | `@duetime/bindings/prisma`          | `fromPrisma`     | `toPrisma`    |
  * | Sequelize      | `@duetime/bindings/sequelize`       | `fromSequelize`  | `toSequelize` |
+ * | PGlite         | `@duetime/bindings/pglite`          | `fromPglite`     | (`tx.sql`)    |
  *
  * Join: a binding turns the library's transaction into an {@link SqlExecutor}; `store.join(executor, fn)`
  * runs duetime's writes in that transaction, so they commit and roll back with the application's.

@@ -56,8 +56,8 @@ export function bindingConformance<L>(
   const context: GroupContext = { target: target as BindingTarget<unknown>, options, server };
   describe(`binding conformance: ${target.name}`, () => {
     beforeAll(async () => {
-      server.url = serverUrl(options);
-      await openServer(server, context.target);
+      server.url = options.pglite ? 'pglite:' : serverUrl(options);
+      await openServer(server, context.target, options);
     });
     afterAll(() => closeServer(server, context.target));
     if (target.transaction) {
@@ -67,7 +67,8 @@ export function bindingConformance<L>(
     if (target.write)
       describe('processors writing through the library', () => {
         processorTests(context);
-        killTests(context);
+        // A child process cannot share a PGlite database.
+        if (!options.pglite) killTests(context);
       });
   });
 }

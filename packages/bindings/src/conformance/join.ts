@@ -85,7 +85,7 @@ export function executorTests({ target, server }: GroupContext): void {
  * `store.join` inside the library's transaction: commit, every way of rolling back, a failed statement,
  * cancel and replace, and recurring schedules armed through the binding.
  */
-export function joinTests({ target, server }: GroupContext): void {
+export function joinTests({ target, server, options }: GroupContext): void {
   const transaction: Run = (fn) => target.transaction!(server.library, fn);
   const store = () => server.backend.store;
   const insert = (executor: SqlExecutor, id: string) =>
@@ -101,9 +101,12 @@ export function joinTests({ target, server }: GroupContext): void {
         await tx.schedule(`${p}1/expire`, new Date(Date.now() - 1), expire(`${p}1`));
         expect(await tx.loadSchedule(`${p}1/expire`)).toBeDefined();
       });
-      // Not visible outside the application's transaction before its commit.
-      expect(await scheduled(p)).toEqual([]);
-      expect(await orders(p)).toEqual([]);
+      // Not visible outside the application's transaction before its commit (PGlite has one session:
+      // a read from outside would wait for this transaction to end).
+      if (!options.pglite) {
+        expect(await scheduled(p)).toEqual([]);
+        expect(await orders(p)).toEqual([]);
+      }
     });
     expect(await orders(p)).toEqual([`${p}1`]);
     expect(await scheduled(p)).toEqual([`${p}1/expire`]);

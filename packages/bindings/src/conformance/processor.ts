@@ -8,7 +8,7 @@ import type { GroupContext } from './types.js';
  * the consumption, a throwing one rolls back only its own and is retried, the library's own transactions
  * stay inside the delivery, and anything but the delivery's client is refused.
  */
-export function processorTests({ target, server }: GroupContext): void {
+export function processorTests({ target, server, options }: GroupContext): void {
   const write = (sql: unknown, key: string) => target.write!(server.library, sql, key);
   const effects = (prefix: string) => keysIn(server, 'effects', prefix);
   const count = (prefix: string) => server.backend.store.countSchedules({ prefix });
@@ -34,8 +34,9 @@ export function processorTests({ target, server }: GroupContext): void {
           if (!schedule.key.startsWith(p)) return;
           attempts.push(schedule.key);
           await write(tx.sql, schedule.key);
-          // Written in the delivery's transaction: nothing of it is visible outside before its commit.
-          seenOutside.push(...(await effects(schedule.key)));
+          // Written in the delivery's transaction: nothing of it is visible outside before its commit (not
+          // asked on PGlite, whose one session would make the read wait for this transaction).
+          if (!options.pglite) seenOutside.push(...(await effects(schedule.key)));
           if (schedule.key.endsWith('/b') && attempts.filter((k) => k === schedule.key).length === 1)
             throw new Error('the first attempt fails after writing');
         },

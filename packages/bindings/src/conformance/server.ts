@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { userInfo } from 'node:os';
-import { createPostgresBackend } from '@duetime/backend-postgres';
+import { createPostgresBackend, type PGliteLike } from '@duetime/backend-postgres';
 import { Dispatcher, type DispatcherOptions } from '@duetime/core';
 import pg from 'pg';
 import type { BindingConformanceOptions, BindingTarget, GroupContext } from './types.js';
@@ -32,7 +32,23 @@ export function schemaFor(name: string): string {
 export async function openServer(
   server: Partial<GroupContext['server']>,
   target: BindingTarget<unknown>,
+  options: BindingConformanceOptions = {},
 ): Promise<void> {
+  if (options.pglite) {
+    const db = await options.pglite();
+    server.pglite = db;
+    server.pool = pgliteReads(db);
+    server.library = await target.open({ url: server.url!, schema: server.schema!, pglite: db });
+    server.backend = (await createPostgresBackend(
+      { pglite: db },
+      {
+        schema: server.schema,
+        ...(target.transactions ? { transactions: target.transactions(server.library) } : {}),
+      },
+    )) as Backend;
+    await tables(server.pool, server.schema!);
+    return;
+  }
   const pool = new pg.Pool({ connectionString: server.url, max: 8 });
   try {
     await pool.query('SELECT 1');
@@ -51,8 +67,26 @@ export async function openServer(
       ...(target.transactions ? { transactions: target.transactions(server.library) } : {}),
     },
   )) as Backend;
-  await pool.query(`CREATE TABLE "${server.schema}".orders (id text PRIMARY KEY, n integer)`);
-  await pool.query(`CREATE TABLE "${server.schema}".effects (key text PRIMARY KEY, via text NOT NULL)`);
+  await tables(pool, server.schema!);
+}
+
+/** The group's own tables. */
+async function tables(pool: pg.Pool, schema: string): Promise<void> {
+  await pool.query(`CREATE TABLE "${schema}".orders (id text PRIMARY KEY, n integer)`);
+  await pool.query(`CREATE TABLE "${schema}".effects (key text PRIMARY KEY, via text NOT NULL)`);
+}
+
+/** What the group reads with on a PGlite database: statements outside any transaction, as a pool's. */
+function pgliteReads(db: PGliteLike): pg.Pool {
+  return {
+    // A pool, as far as the refusals of the processor direction can tell.
+    totalCount: 0,
+    async query(text: string, values?: unknown[]) {
+      const result = await db.query(text, values);
+      return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+    },
+    async end() {},
+  } as unknown as pg.Pool;
 }
 
 /** Closes what {@link openServer} opened and drops the run's schema. */

@@ -1,4 +1,4 @@
-import type { createPostgresBackend } from '@duetime/backend-postgres';
+import type { createPostgresBackend, PGliteLike } from '@duetime/backend-postgres';
 import type { SqlExecutor, TransactionRunner } from '@duetime/core';
 import type pg from 'pg';
 
@@ -12,6 +12,11 @@ export interface BindingServer {
    * text NOT NULL)` (written by `write`, processor direction). Point the library's models at it.
    */
   schema: string;
+  /**
+   * The PGlite database the group runs on, when given the `pglite` option: open the library on it
+   * (`url` then names no server).
+   */
+  pglite?: PGliteLike;
 }
 
 /**
@@ -90,6 +95,12 @@ export interface BindingConformanceOptions {
   exportName?: string;
   /** The PostgreSQL server (default `DUETIME_PG_URL`, else `postgres://127.0.0.1:5432/test`). */
   url?: string;
+  /**
+   * Runs the group on a PGlite database instead of a server: the backend opens on `{ pglite }` and the
+   * target gets the database as `server.pglite`. PGlite is one process's database, so the kill test (a
+   * child process) is left out; test your crash cases on PGlite's data directory yourself.
+   */
+  pglite?: () => Promise<PGliteLike>;
 }
 
 /** What the cases of the group share: the server, opened before them and closed after them. */
@@ -102,5 +113,6 @@ export interface GroupContext {
     pool: pg.Pool;
     backend: Awaited<ReturnType<typeof createPostgresBackend>>;
     library: unknown;
+    pglite?: PGliteLike;
   };
 }
