@@ -2,13 +2,16 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createPostgresBackend } from '@duetime/backend-postgres';
 import { fromDrizzle, toDrizzle } from '@duetime/bindings/drizzle';
 import { Dispatcher } from '@duetime/core';
-import { and, eq } from 'drizzle-orm';
+import { PGlite } from '@electric-sql/pglite';
+import { and, eq, sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/node-postgres';
+import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import pg from 'pg';
 import { ordersTable } from './schema.js';
 
 export interface ServiceOptions {
-  /** PostgreSQL URL. */
+  /** PostgreSQL URL; or `pglite:<directory>`, PostgreSQL in this process on a data directory (PGlite). */
   url: string;
   /** Names the service's schemas: `orders_<name>` for its table, `duetime_<name>` for duetime's. */
   name: string;
@@ -29,20 +32,21 @@ const expireKey = (id: string) => `order/${id}/expire`;
 export async function startService(options: ServiceOptions) {
   const ttlMs = options.ttlMs ?? 15 * 60_000;
   const schema = `orders_${options.name}`;
-  // Connections that pipeline: the dispatcher's batch sends its processors' UPDATEs together.
-  const pool = new pg.Pool({ connectionString: options.url, max: 8, pipeline: true });
-  const db = drizzle({ client: pool });
+  const database = await open(options.url);
+  const { db } = database;
   const orders = ordersTable(schema);
-  await pool.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
-  await pool.query(`CREATE TABLE IF NOT EXISTS "${schema}".orders (
-    id text PRIMARY KEY, status text NOT NULL, placed_at timestamptz NOT NULL DEFAULT now())`);
-  const backend = await createPostgresBackend({ pool }, { schema: `duetime_${options.name}` });
+  await db.execute(sql.raw(`CREATE SCHEMA IF NOT EXISTS "${schema}"`));
+  await db.execute(
+    sql.raw(`CREATE TABLE IF NOT EXISTS "${schema}".orders (
+    id text PRIMARY KEY, status text NOT NULL, placed_at timestamptz NOT NULL DEFAULT now())`),
+  );
+  const backend = await createPostgresBackend(database.connection, { schema: `duetime_${options.name}` });
 
   const dispatcher = new Dispatcher({
     store: backend.store,
-    // A batch's processors run at once (their statements share round trips); each is idempotent and
-    // independent of the others, as running together asks.
-    pipeline: true,
+    // On a server, a batch's processors run at once (their statements share round trips); each is
+    // idempotent and independent of the others, as running together asks. PGlite runs one at a time.
+    pipeline: database.pipelines,
     processor: async (tx, message) => {
       // Only a pending order expires: one paid meanwhile keeps its status.
       await toDrizzle(tx.sql)
@@ -130,15 +134,33 @@ export async function startService(options: ServiceOptions) {
       stop.abort();
       await dispatching;
       await backend.close();
-      await pool.end();
+      await database.close();
     },
-    /** Drops both schemas (tests and demos). */
-    async drop() {
-      const admin = new pg.Client({ connectionString: options.url });
-      await admin.connect();
-      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.query(`DROP SCHEMA IF EXISTS "duetime_${options.name}" CASCADE`);
-      await admin.end();
-    },
+  };
+}
+
+/** Drizzle on either database: the same query builder. */
+type Database = PgDatabase<PgQueryResultHKT>;
+
+/**
+ * The database and Drizzle on it: a pool of connections that pipeline (the dispatcher's batch sends its
+ * processors' UPDATEs together) for a server URL; PGlite on a data directory for `pglite:<directory>`.
+ */
+async function open(url: string) {
+  if (url.startsWith('pglite:')) {
+    const pglite = await PGlite.create(url.slice('pglite:'.length));
+    return {
+      db: drizzlePglite({ client: pglite }) as Database,
+      connection: { pglite },
+      pipelines: false,
+      close: () => pglite.close(),
+    };
+  }
+  const pool = new pg.Pool({ connectionString: url, max: 8, pipeline: true });
+  return {
+    db: drizzle({ client: pool }) as Database,
+    connection: { pool },
+    pipelines: true,
+    close: () => pool.end(),
   };
 }

@@ -1,8 +1,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { userInfo } from 'node:os';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 
@@ -16,10 +19,10 @@ const main = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 const tsx = createRequire(import.meta.url).resolve('tsx');
 const children: ChildProcess[] = [];
 
-/** Starts the service in a process of its own; resolves with its port once it listens. */
-async function start(): Promise<{ child: ChildProcess; url: string }> {
+/** Starts the service in a process of its own on `database`; resolves with its port once it listens. */
+async function start(database = PG_URL): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(process.execPath, ['--import', tsx, '--conditions=source', main], {
-    env: { ...process.env, DUETIME_PG_URL: PG_URL, ORDERS_NAME: name, PORT: '0', ORDER_TTL_MS: '1500' },
+    env: { ...process.env, DUETIME_PG_URL: database, ORDERS_NAME: name, PORT: '0', ORDER_TTL_MS: '1500' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.push(child);
@@ -50,8 +53,11 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = 30
   }
 }
 
+const dataDir = mkdtempSync(join(tmpdir(), 'orm-orders-'));
+
 afterAll(async () => {
   for (const child of children) child.kill('SIGKILL');
+  rmSync(dataDir, { recursive: true, force: true });
   const admin = new pg.Client({ connectionString: PG_URL });
   await admin.connect();
   await admin.query(`DROP SCHEMA IF EXISTS "orders_${name}" CASCADE`);
@@ -109,5 +115,58 @@ describe('the order service on Drizzle (PostgreSQL), over HTTP, killed between s
     service.child.kill('SIGTERM');
     await new Promise((resolve) => service.child.once('exit', resolve));
     await admin.end();
+  }, 90_000);
+});
+
+describe('the order service on Drizzle (PGlite on a data directory), over HTTP, killed between steps', () => {
+  /** What the data directory holds, read while the service is down (PGlite is one process's database). */
+  async function stored(): Promise<{ schedules: string[]; status: Record<string, string> }> {
+    const db = await PGlite.create(dataDir);
+    try {
+      const schedules = (
+        await db.query<{ key: string }>(`SELECT key FROM "duetime_${name}".schedules ORDER BY key`)
+      ).rows.map((r) => r.key);
+      const rows = (
+        await db.query<{ id: string; status: string }>(`SELECT id, status FROM "orders_${name}".orders`)
+      ).rows;
+      return { schedules, status: Object.fromEntries(rows.map((r) => [r.id, r.status])) };
+    } finally {
+      await db.close();
+    }
+  }
+  const stopped = (service: { child: ChildProcess }, signal: NodeJS.Signals) => {
+    service.child.kill(signal);
+    return new Promise((resolve) => service.child.once('exit', resolve));
+  };
+
+  it('expires unpaid orders and keeps paid ones, across a SIGKILL, each order and its expiry in one transaction', async () => {
+    const database = `pglite:${dataDir}`;
+    let service = await start(database);
+    expect((await call(service.url, 'POST', '/orders', { id: 'A' })).status).toBe(201);
+    expect((await call(service.url, 'POST', '/orders', { id: 'B' })).status).toBe(201);
+    expect((await call(service.url, 'POST', '/orders', { id: 'A' })).status).toBe(409);
+    expect((await call(service.url, 'POST', '/orders/B/pay')).status).toBe(200);
+    // Killed right after placing C: its row and its schedule are both there, or neither.
+    expect((await call(service.url, 'POST', '/orders', { id: 'C' })).status).toBe(201);
+    await stopped(service, 'SIGKILL');
+    const afterKill = await stored();
+    expect(afterKill.status.C).toBe('pending');
+    expect(afterKill.schedules).toContain('order/C/expire');
+    expect(afterKill.schedules).not.toContain('order/B/expire');
+    expect(afterKill.status.B).toBe('paid');
+
+    service = await start(database);
+    const status = async (id: string) => (await call(service.url, 'GET', `/orders/${id}`)).body.status;
+    await until(
+      'A and C to expire',
+      async () => (await status('A')) === 'expired' && (await status('C')) === 'expired',
+    );
+    expect(await status('B')).toBe('paid');
+    expect((await call(service.url, 'POST', '/orders/A/pay')).status).toBe(409);
+    await stopped(service, 'SIGTERM');
+    expect(await stored()).toEqual({
+      schedules: [],
+      status: { A: 'expired', B: 'paid', C: 'expired' },
+    });
   }, 90_000);
 });
