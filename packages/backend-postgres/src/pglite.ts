@@ -276,24 +276,26 @@ export class PgliteClient extends EventEmitter {
 
   #begin(): Promise<void> {
     return new Promise<void>((began, failed) => {
-      this.#done = this.#db
-        .transaction(
-          (tx) =>
-            new Promise<void>((resolve, reject) => {
-              this.#tx = tx;
-              this.#status = 'T';
-              this.#end = (rollback) =>
-                rollback
-                  ? tx.rollback().then(resolve, reject)
-                  : // A transaction PostgreSQL aborted is rolled back by COMMIT, without an error.
-                    resolve();
-              began();
-            }),
-        )
-        .catch((error: unknown) => {
-          if (!this.#tx) failed(error);
-          throw error;
-        });
+      let entered = false;
+      const done = this.#db.transaction(
+        (tx) =>
+          new Promise<void>((resolve, reject) => {
+            entered = true;
+            this.#tx = tx;
+            this.#status = 'T';
+            this.#end = (rollback) =>
+              rollback
+                ? tx.rollback().then(resolve, reject)
+                : // A transaction PostgreSQL aborted is rolled back by COMMIT, without an error.
+                  resolve();
+            began();
+          }),
+      );
+      this.#done = done;
+      // Failing to begin fails the BEGIN; failing to end is the COMMIT's or ROLLBACK's (#finish awaits it).
+      done.catch((error: unknown) => {
+        if (!entered) failed(error);
+      });
     });
   }
 

@@ -56,6 +56,31 @@ describe('PGlite connection', () => {
     }
   });
 
+  it('reports a failure at COMMIT (a deferred constraint) as the transaction’s, committing nothing', async () => {
+    const backend = await createPostgresBackend({ pglite: db }, { schema: 'pglite_commit' });
+    try {
+      await db.exec(
+        'CREATE TABLE IF NOT EXISTS pglite_commit.once (id text PRIMARY KEY DEFERRABLE INITIALLY DEFERRED)',
+      );
+      const error = await rejection(
+        backend.store.transact(async (tx) => {
+          await tx.sql.query(`INSERT INTO pglite_commit.once VALUES ('a'), ('a')`);
+          await tx.schedule('commit/1', new Date(Date.now() + 60_000), { type: 'x' });
+        }),
+      );
+      expect(error.message).toMatch(/duplicate key/);
+      expect(await backend.store.listSchedules()).toEqual([]);
+      expect((await db.query('SELECT id FROM pglite_commit.once')).rows).toEqual([]);
+      // The session is free again.
+      await backend.store.transact((tx) =>
+        tx.schedule('commit/2', new Date(Date.now() + 60_000), { type: 'x' }),
+      );
+      expect((await backend.store.listSchedules()).map((s) => s.key)).toEqual(['commit/2']);
+    } finally {
+      await backend.close();
+    }
+  });
+
   it('queues the application’s transactions and duetime’s on the one session: both commit, in turn', async () => {
     const backend = await createPostgresBackend({ pglite: db }, { schema: 'pglite_turns' });
     try {
