@@ -228,6 +228,35 @@ export function dispatcherTests({ harness, manyMessages = 1000 }: SuiteContext):
     expect(delivered.version).toBeGreaterThan(first);
   });
 
+  it('accepts deadlines decades away and decades ago: the past ones are delivered at once, the far one waits with its deadline exact', async () => {
+    const { store } = await harness().open();
+    const past = [new Date(0), new Date('1999-12-31T23:59:59.999Z')];
+    const far = new Date('2199-01-01T00:00:00.001Z');
+    await store.transact(async (tx) => {
+      await tx.schedule('era/epoch', past[0]!, effectMessage('era-epoch'));
+      await tx.schedule('era/1999', past[1]!, effectMessage('era-1999'));
+      await tx.schedule('era/2199', far, effectMessage('era-2199'));
+    });
+    expect((await store.loadSchedule('era/epoch'))?.at).toEqual(past[0]);
+    expect((await store.loadSchedule('era/2199'))?.at).toEqual(far);
+    start(store);
+    await waitFor(
+      'the past deadlines to be delivered',
+      async () =>
+        (await appliedCount(store, 'era-epoch')) === 1 && (await appliedCount(store, 'era-1999')) === 1,
+    );
+    expect((await store.listSchedules()).map((s) => ({ key: s.key, at: s.at, dueAt: s.dueAt }))).toEqual([
+      { key: 'era/2199', at: far, dueAt: far },
+    ]);
+    expect(await appliedCount(store, 'era-2199')).toBe(0);
+    // Brought back to now, the far one is delivered too.
+    await store.transact((tx) => tx.schedule('era/2199', new Date(), effectMessage('era-2199')));
+    await waitFor(
+      'the moved deadline to be delivered',
+      async () => (await appliedCount(store, 'era-2199')) === 1,
+    );
+  });
+
   it('never delivers a cancelled schedule', async () => {
     const { store } = await harness().open();
     await store.transact(async (tx) => {
