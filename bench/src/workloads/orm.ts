@@ -173,6 +173,36 @@ const BY_HAND: OrmSubject = {
   },
 };
 
+/**
+ * The cheapest message any library could add to the application's transaction: one plain INSERT of a row
+ * (key, due time, JSON) into a table of the application's own, with no index but its key, no version, no
+ * notification. What a one-statement enqueue costs on this server and driver, whoever sends it.
+ */
+const ONE_INSERT: OrmSubject = {
+  name: 'one plain INSERT of the message in the application’s Drizzle transaction',
+  library: 'none',
+  backend: 'postgres-drizzle',
+  async open() {
+    const app = await application('orm_insert_');
+    await app.pool.query(
+      `CREATE TABLE "${app.schema}".messages (key text PRIMARY KEY, at timestamptz NOT NULL, message json NOT NULL)`,
+    );
+    const table = sql.raw(`"${app.schema}".messages`);
+    return {
+      order: (i) =>
+        app.db.transaction(async (tx) => {
+          await app.insert(tx, i);
+          const at = new Date(Date.now() + HOUR).toISOString();
+          const message = JSON.stringify({ type: 'order.expire', aggregateId: `o-${i}` });
+          await tx.execute(
+            sql`INSERT INTO ${table} (key, at, message) VALUES (${`order/o-${i}/expire`}, ${at}::timestamptz, ${message}::json)`,
+          );
+        }),
+      close: () => app.close(),
+    };
+  },
+};
+
 /** The application's transaction alone, with no message: the floor every subject above stands on. */
 const FLOOR: OrmSubject = {
   name: "the application's Drizzle transaction alone (no message)",
@@ -190,7 +220,7 @@ const FLOOR: OrmSubject = {
   },
 };
 
-const SUBJECTS = [DUETIME_DRIZZLE, PGBOSS_DRIZZLE, DUETIME_TXSQL, BY_HAND, FLOOR];
+const SUBJECTS = [DUETIME_DRIZZLE, PGBOSS_DRIZZLE, DUETIME_TXSQL, BY_HAND, ONE_INSERT, FLOOR];
 
 /** Transactions per second, `concurrency` of them at a time, `count` in all. */
 async function rate(subject: OrmSubject, count: number, concurrency: number): Promise<number> {
@@ -214,7 +244,8 @@ async function rate(subject: OrmSubject, count: number, concurrency: number): Pr
  * orm: an order row and its expiry in one transaction the application opened with Drizzle, awaited one
  * after another (c1) and 16 at a time (c16): duetime's `store.join` through `@duetime/bindings` against
  * pg-boss 12's `send(…, { db: fromDrizzle(tx, sql) })` on the same server, against the same put written
- * by hand in that transaction (what duetime's API and the binding cost), and against duetime's own
+ * by hand in that transaction (what duetime's API and the binding cost), against one plain INSERT of the
+ * message (what a one-statement enqueue costs whoever sends it), and against duetime's own
  * `store.transact` with `tx.sql`.
  */
 export async function ormWorkload(ctx: BenchContext): Promise<Row[]> {
@@ -240,6 +271,10 @@ export async function ormWorkload(ctx: BenchContext): Promise<Row[]> {
     rows.push(
       soloRow('orm', `${label} (floor: no message)`, 'tx/s', 'higher', FLOOR.name, samples.get(FLOOR.name)!),
     );
+    const insert = samples.get(ONE_INSERT.name)!;
+    rows.push(
+      soloRow('orm', `${label} (one plain INSERT of the message)`, 'tx/s', 'higher', ONE_INSERT.name, insert),
+    );
     const hand = samples.get(BY_HAND.name)!;
     rows.push(
       soloRow('orm', `${label} (duetime's put by hand, no API)`, 'tx/s', 'higher', BY_HAND.name, hand),
@@ -252,6 +287,16 @@ export async function ormWorkload(ctx: BenchContext): Promise<Row[]> {
         'higher',
         DUETIME_DRIZZLE.name,
         join.map((v, i) => v / (hand[i] ?? Number.NaN)),
+      ),
+    );
+    rows.push(
+      soloRow(
+        'orm',
+        `${label}: store.join through Drizzle ÷ one plain INSERT of the message`,
+        'ratio',
+        'higher',
+        DUETIME_DRIZZLE.name,
+        join.map((v, i) => v / (insert[i] ?? Number.NaN)),
       ),
     );
     rows.push(
