@@ -166,12 +166,36 @@ export class PglitePool extends EventEmitter {
     return new PgliteClient(this.db, this.#parsers);
   }
 
-  query(...args: unknown[]): Promise<PgResult> {
-    return run(this.db, statementOf(args), this.#parsers);
+  query(...args: unknown[]): Promise<PgResult> | undefined {
+    return answer(args, (statement) => run(this.db, statement, this.#parsers));
   }
 
   /** The application owns the database: nothing to close here. */
   async end(): Promise<void> {}
+}
+
+/**
+ * Runs `send` on the statement of node-postgres's `query` arguments and answers as node-postgres does: a
+ * promise, or (a callback last, as Knex passes one) through the callback.
+ */
+function answer(
+  args: unknown[],
+  send: (statement: ReturnType<typeof statementOf>) => Promise<PgResult>,
+): Promise<PgResult> | undefined {
+  const callback =
+    typeof args.at(-1) === 'function' ? (args.pop() as (e: unknown, r?: PgResult) => void) : undefined;
+  let result: Promise<PgResult>;
+  try {
+    result = send(statementOf(args));
+  } catch (error) {
+    result = Promise.reject(error);
+  }
+  if (!callback) return result;
+  result.then(
+    (value) => callback(null, value),
+    (error: unknown) => callback(error),
+  );
+  return undefined;
 }
 
 /** Runs one statement (or, without values, several) on `on`, read as node-postgres would. */
@@ -228,11 +252,12 @@ export class PgliteClient extends EventEmitter {
     return this.#status;
   }
 
-  query(...args: unknown[]): Promise<PgResult> {
-    const statement = statementOf(args);
-    const next = this.#queue.then(() => this.#run(statement));
-    this.#queue = next.catch(() => {});
-    return next;
+  query(...args: unknown[]): Promise<PgResult> | undefined {
+    return answer(args, (statement) => {
+      const next = this.#queue.then(() => this.#run(statement));
+      this.#queue = next.catch(() => {});
+      return next;
+    });
   }
 
   async #run(statement: ReturnType<typeof statementOf>): Promise<PgResult> {

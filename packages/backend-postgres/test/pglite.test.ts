@@ -48,6 +48,17 @@ describe('PGlite connection', () => {
         at: new Date('2026-01-02T03:04:05Z'),
         list: ['x', 'y'],
       });
+      // A callback, as node-postgres takes one (Knex passes one).
+      const viaCallback = await backend.store.transact(
+        (tx) =>
+          new Promise((resolve, reject) => {
+            (tx.sql.query as (text: string, cb: (e: Error | null, r?: { rows: unknown[] }) => void) => void)(
+              'SELECT 2 AS n',
+              (error, result) => (error ? reject(error) : resolve(result!.rows)),
+            );
+          }),
+      );
+      expect(viaCallback).toEqual([{ n: 2 }]);
       // Transaction control through tx.sql is refused, as on a server.
       const error = await rejection(backend.store.transact((tx) => tx.sql.query('COMMIT')));
       expect((error as InvalidArgumentError).field).toBe('tx.sql');

@@ -1,7 +1,13 @@
 import { bindingConformance } from '@duetime/bindings/conformance';
 import { PGlite } from '@electric-sql/pglite';
 import { afterAll } from 'vitest';
-import { drizzlePgliteTarget, pgliteTarget, pgliteTransactionsTarget } from './targets/pglite.js';
+import {
+  drizzlePgliteTarget,
+  knexPgliteTarget,
+  kyselyPgliteTarget,
+  pgliteTarget,
+  pgliteTransactionsTarget,
+} from './targets/pglite.js';
 
 // The binding conformance group on PGlite (PostgreSQL in this process): one database for the file, a
 // schema per target.
@@ -11,7 +17,13 @@ const pglite = () => {
   return database;
 };
 
-for (const target of [pgliteTarget, pgliteTransactionsTarget, drizzlePgliteTarget])
+for (const target of [
+  pgliteTarget,
+  pgliteTransactionsTarget,
+  drizzlePgliteTarget,
+  kyselyPgliteTarget,
+  knexPgliteTarget,
+])
   bindingConformance(target as never, { pglite });
 
 afterAll(async () => {

@@ -6,6 +6,8 @@ import { drizzle, type PgliteDatabase } from 'drizzle-orm/pglite';
 import type pg from 'pg';
 import { fromDrizzle, toDrizzle } from '../../src/drizzle.js';
 import { fromPglite, pgliteTransactions } from '../../src/pglite.js';
+import { target as knex } from './knex.js';
+import { target as kysely } from './kysely.js';
 
 interface Db {
   db: PGlite;
@@ -94,3 +96,22 @@ export const drizzlePgliteTarget: BindingTarget<DrizzleDb> = {
   },
   bindDelivery: (_db, handle) => toDrizzle(handle as never),
 };
+
+/**
+ * Processors on the PGlite backend writing through a library put on `tx.sql` (which answers as a
+ * node-postgres client): the library's server target's processor cases, on PGlite.
+ */
+function onPglite<L>(library: BindingTarget<L>): BindingTarget<Db> {
+  const { write, nested, bindDelivery } = library as unknown as BindingTarget<Db>;
+  return {
+    name: `${library.name} on PGlite (processors)`,
+    open: async (server) => opened(server),
+    close: async () => {},
+    ...(write ? { write } : {}),
+    ...(nested ? { nested } : {}),
+    ...(bindDelivery ? { bindDelivery } : {}),
+  };
+}
+
+export const kyselyPgliteTarget = onPglite(kysely);
+export const knexPgliteTarget = onPglite(knex);
