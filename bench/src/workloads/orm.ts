@@ -1,5 +1,7 @@
 import { createPostgresBackend } from '@duetime/backend-postgres';
 import { fromDrizzle } from '@duetime/bindings/drizzle';
+import { fromPglite } from '@duetime/bindings/pglite';
+import type { Transaction } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
@@ -222,6 +224,96 @@ const FLOOR: OrmSubject = {
 
 const SUBJECTS = [DUETIME_DRIZZLE, PGBOSS_DRIZZLE, DUETIME_TXSQL, BY_HAND, ONE_INSERT, FLOOR];
 
+/** An in-memory PGlite database (PostgreSQL in this process) with the application's orders table. */
+async function pgliteApplication() {
+  const { PGlite } = await import('@electric-sql/pglite');
+  const db = await PGlite.create();
+  await db.exec('CREATE TABLE orders (id text PRIMARY KEY, status text NOT NULL)');
+  return {
+    db,
+    /** Inserts order `i` in the application's PGlite transaction `tx`. */
+    insert: (tx: Transaction, i: number) =>
+      tx.query(`INSERT INTO orders (id, status) VALUES ($1, 'pending')`, [`o-${i}`]),
+  };
+}
+
+const DUETIME_PGLITE: OrmSubject = {
+  name: 'duetime/pglite, store.join(fromPglite(tx))',
+  library: 'duetime',
+  backend: 'pglite',
+  async open() {
+    const app = await pgliteApplication();
+    const backend = await createPostgresBackend({ pglite: app.db });
+    return {
+      order: (i) =>
+        app.db.transaction(async (tx) => {
+          await app.insert(tx, i);
+          await backend.store.join(fromPglite(tx), (dt) =>
+            dt.schedule(`order/o-${i}/expire`, new Date(Date.now() + HOUR), {
+              type: 'order.expire',
+              aggregateId: `o-${i}`,
+            }),
+          );
+        }),
+      async close() {
+        await backend.close();
+        await app.db.close();
+      },
+    };
+  },
+};
+
+const PGBOSS_PGLITE: OrmSubject = {
+  name: "pg-boss/best on PGlite (backend: 'pglite'), send(…, { db: fromPglite(tx) })",
+  library: 'pg-boss',
+  backend: 'pglite',
+  async open() {
+    const { PgBoss, fromPglite: bossFromPglite } = await import('pg-boss');
+    const app = await pgliteApplication();
+    const boss = new PgBoss({
+      db: bossFromPglite(app.db),
+      backend: 'pglite',
+      supervise: false,
+      schedule: false,
+      migrate: true,
+    });
+    boss.on('error', () => {});
+    await boss.start();
+    await boss.createQueue('orders');
+    return {
+      order: (i) =>
+        app.db.transaction(async (tx) => {
+          await app.insert(tx, i);
+          await boss.send(
+            'orders',
+            { orderId: `o-${i}` },
+            { startAfter: new Date(Date.now() + HOUR), db: bossFromPglite(tx as never) },
+          );
+        }),
+      async close() {
+        await boss.stop({ graceful: false });
+        await app.db.close();
+      },
+    };
+  },
+};
+
+/** The application's PGlite transaction alone, with no message. */
+const PGLITE_FLOOR: OrmSubject = {
+  name: "the application's PGlite transaction alone (no message)",
+  library: 'none',
+  backend: 'pglite',
+  async open() {
+    const app = await pgliteApplication();
+    return {
+      order: (i) => app.db.transaction((tx) => app.insert(tx, i).then(() => {})),
+      close: () => app.db.close(),
+    };
+  },
+};
+
+const PGLITE_SUBJECTS = [DUETIME_PGLITE, PGBOSS_PGLITE, PGLITE_FLOOR];
+
 /** Transactions per second, `concurrency` of them at a time, `count` in all. */
 async function rate(subject: OrmSubject, count: number, concurrency: number): Promise<number> {
   const opened = await subject.open();
@@ -246,7 +338,9 @@ async function rate(subject: OrmSubject, count: number, concurrency: number): Pr
  * pg-boss 12's `send(…, { db: fromDrizzle(tx, sql) })` on the same server, against the same put written
  * by hand in that transaction (what duetime's API and the binding cost), against one plain INSERT of the
  * message (what a one-statement enqueue costs whoever sends it), and against duetime's own
- * `store.transact` with `tx.sql`.
+ * `store.transact` with `tx.sql`. Then the same order and message in a transaction the application opened
+ * on an in-memory PGlite database: duetime on PGlite (`fromPglite`) against pg-boss on PGlite
+ * (`backend: 'pglite'`, `send(…, { db: fromPglite(tx) })`), awaited (PGlite runs one transaction at a time).
  */
 export async function ormWorkload(ctx: BenchContext): Promise<Row[]> {
   const count = ctx.quick ? 300 : 3000;
@@ -310,6 +404,30 @@ export async function ormWorkload(ctx: BenchContext): Promise<Row[]> {
       ),
     );
   }
+  // On PGlite (in memory, one session: one transaction at a time, so awaited only): no disk, no network,
+  // the statements' own work.
+  const label = "enqueue in the application's PGlite transaction, c1";
+  const samples = await alternate(
+    ctx,
+    PGLITE_SUBJECTS,
+    label,
+    (subject) => rate(subject, count, 1),
+    Number.NaN,
+    { rotate: true },
+  );
+  rows.push(
+    ...rowsFor('orm', `${label} (PGlite)`, 'tx/s', 'higher', [DUETIME_PGLITE, PGBOSS_PGLITE], samples),
+  );
+  rows.push(
+    soloRow(
+      'orm',
+      `${label} (floor: no message)`,
+      'tx/s',
+      'higher',
+      PGLITE_FLOOR.name,
+      samples.get(PGLITE_FLOOR.name)!,
+    ),
+  );
   rows.push(...(await ormDrainRows(ctx)));
   return rows;
 }
