@@ -1,7 +1,8 @@
 import { createPostgresBackend } from '@duetime/backend-postgres';
 import { fromDrizzle } from '@duetime/bindings/drizzle';
 import { fromPglite } from '@duetime/bindings/pglite';
-import type { Transaction } from '@electric-sql/pglite';
+import type { Transaction } from '@duetime/core';
+import type { Transaction as PgliteTransaction } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
@@ -21,6 +22,21 @@ interface OrmSubject extends Compared {
 }
 
 const HOUR = 3_600_000;
+
+/** Order `i`'s expiry, as every subject schedules it: its key, due in an hour, and its message. */
+function expiry(i: number) {
+  return {
+    key: `order/o-${i}/expire`,
+    at: new Date(Date.now() + HOUR),
+    message: { type: 'order.expire', aggregateId: `o-${i}` },
+  };
+}
+
+/** duetime's put of order `i`'s expiry in a transaction (its own, or one it joined). */
+function scheduleExpiry(tx: { schedule: Transaction<unknown>['schedule'] }, i: number): Promise<void> {
+  const { key, at, message } = expiry(i);
+  return tx.schedule(key, at, message);
+}
 
 /** The application's table, in `schema`. */
 async function ordersTable(pool: pg.Pool, schema: string): Promise<void> {
@@ -69,12 +85,7 @@ const DUETIME_DRIZZLE: OrmSubject = {
       order: (i) =>
         app.db.transaction(async (tx) => {
           await app.insert(tx, i);
-          await backend.store.join(fromDrizzle(tx), (dt) =>
-            dt.schedule(`order/o-${i}/expire`, new Date(Date.now() + HOUR), {
-              type: 'order.expire',
-              aggregateId: `o-${i}`,
-            }),
-          );
+          await backend.store.join(fromDrizzle(tx), (dt) => scheduleExpiry(dt, i));
         }),
       async close() {
         await backend.close();
@@ -127,10 +138,7 @@ const DUETIME_TXSQL: OrmSubject = {
           await tx.sql.query(`INSERT INTO "${schema}".orders (id, status) VALUES ($1, 'pending')`, [
             `o-${i}`,
           ]);
-          await tx.schedule(`order/o-${i}/expire`, new Date(Date.now() + HOUR), {
-            type: 'order.expire',
-            aggregateId: `o-${i}`,
-          });
+          await scheduleExpiry(tx, i);
         }),
       async close() {
         await backend.close();
@@ -161,10 +169,10 @@ const BY_HAND: OrmSubject = {
       order: (i) =>
         app.db.transaction(async (tx) => {
           await app.insert(tx, i);
-          const at = new Date(Date.now() + HOUR).toISOString();
-          const message = JSON.stringify({ type: 'order.expire', aggregateId: `o-${i}` });
+          const { key, at, message } = expiry(i);
+          const due = at.toISOString();
           await tx.execute(
-            sql`SELECT ${put}(${`order/o-${i}/expire`}::text, ${at}::timestamptz, ${at}::timestamptz, ${message}::text::json, NULL::json, false) AS n`,
+            sql`SELECT ${put}(${key}::text, ${due}::timestamptz, ${due}::timestamptz, ${JSON.stringify(message)}::text::json, NULL::json, false) AS n`,
           );
         }),
       async close() {
@@ -194,10 +202,9 @@ const ONE_INSERT: OrmSubject = {
       order: (i) =>
         app.db.transaction(async (tx) => {
           await app.insert(tx, i);
-          const at = new Date(Date.now() + HOUR).toISOString();
-          const message = JSON.stringify({ type: 'order.expire', aggregateId: `o-${i}` });
+          const { key, at, message } = expiry(i);
           await tx.execute(
-            sql`INSERT INTO ${table} (key, at, message) VALUES (${`order/o-${i}/expire`}, ${at}::timestamptz, ${message}::json)`,
+            sql`INSERT INTO ${table} (key, at, message) VALUES (${key}, ${at.toISOString()}::timestamptz, ${JSON.stringify(message)}::json)`,
           );
         }),
       close: () => app.close(),
@@ -232,7 +239,7 @@ async function pgliteApplication() {
   return {
     db,
     /** Inserts order `i` in the application's PGlite transaction `tx`. */
-    insert: (tx: Transaction, i: number) =>
+    insert: (tx: PgliteTransaction, i: number) =>
       tx.query(`INSERT INTO orders (id, status) VALUES ($1, 'pending')`, [`o-${i}`]),
   };
 }
@@ -248,12 +255,7 @@ const DUETIME_PGLITE: OrmSubject = {
       order: (i) =>
         app.db.transaction(async (tx) => {
           await app.insert(tx, i);
-          await backend.store.join(fromPglite(tx), (dt) =>
-            dt.schedule(`order/o-${i}/expire`, new Date(Date.now() + HOUR), {
-              type: 'order.expire',
-              aggregateId: `o-${i}`,
-            }),
-          );
+          await backend.store.join(fromPglite(tx), (dt) => scheduleExpiry(dt, i));
         }),
       async close() {
         await backend.close();

@@ -11,14 +11,18 @@ import { quoteIdent } from './sql/ident.js';
 // to PGlite directly. Results are given node-postgres's shape and parsing (`types.getTypeParser`, by
 // default pg's own), so `tx.sql` in a processor reads as it does on a server.
 
-/** The part of a PGlite database (`@electric-sql/pglite`, 0.2 and later) the backend uses. */
-export interface PGliteLike {
+/** What a PGlite database and its transactions both run statements with. */
+interface PGliteStatements {
   query<T = Record<string, unknown>>(
     text: string,
     params?: unknown[],
     options?: PGliteQueryOptions,
   ): Promise<PGliteResults<T>>;
   exec(text: string, options?: PGliteQueryOptions): Promise<PGliteResults[]>;
+}
+
+/** The part of a PGlite database (`@electric-sql/pglite`, 0.2 and later) the backend uses. */
+export interface PGliteLike extends PGliteStatements {
   transaction<T>(fn: (tx: PGliteTransactionLike) => Promise<T>): Promise<T>;
   onNotification(callback: (channel: string, payload: string) => void): () => void;
   /** The parsers of the instance, array types included (read for the types a result may hold). */
@@ -28,13 +32,7 @@ export interface PGliteLike {
 }
 
 /** A transaction of PGlite's `transaction(async (tx) => …)`. */
-export interface PGliteTransactionLike {
-  query<T = Record<string, unknown>>(
-    text: string,
-    params?: unknown[],
-    options?: PGliteQueryOptions,
-  ): Promise<PGliteResults<T>>;
-  exec(text: string, options?: PGliteQueryOptions): Promise<PGliteResults[]>;
+export interface PGliteTransactionLike extends PGliteStatements {
   rollback(): Promise<void>;
   readonly closed: boolean;
 }
@@ -150,7 +148,7 @@ function sendable(value: unknown): unknown {
  * is opened); `query` runs one statement outside any transaction, after the transaction running, if any.
  */
 export class PglitePool extends EventEmitter {
-  readonly db: PGliteLike;
+  readonly #db: PGliteLike;
   /** What `pool.options` says: no node-postgres connection options. */
   readonly options = { pglite: true };
   readonly totalCount = 0;
@@ -158,16 +156,16 @@ export class PglitePool extends EventEmitter {
 
   constructor(db: PGliteLike) {
     super();
-    this.db = db;
+    this.#db = db;
     this.#parsers = new Parsers(db);
   }
 
   async connect(): Promise<PgliteClient> {
-    return new PgliteClient(this.db, this.#parsers);
+    return new PgliteClient(this.#db, this.#parsers);
   }
 
   query(...args: unknown[]): Promise<PgResult> | undefined {
-    return answer(args, (statement) => run(this.db, statement, this.#parsers));
+    return answer(args, (statement) => run(this.#db, statement, this.#parsers));
   }
 
   /** The application owns the database: nothing to close here. */
@@ -200,7 +198,7 @@ function answer(
 
 /** Runs one statement (or, without values, several) on `on`, read as node-postgres would. */
 async function run(
-  on: PGliteLike | PGliteTransactionLike,
+  on: PGliteStatements,
   statement: ReturnType<typeof statementOf>,
   parsers: Parsers,
 ): Promise<PgResult> {
@@ -241,11 +239,6 @@ export class PgliteClient extends EventEmitter {
     super();
     this.#db = db;
     this.#parsers = parsers;
-  }
-
-  /** The PGlite transaction this client is in, for a library's PGlite driver (`drizzle-orm/pglite`, …). */
-  get transaction(): PGliteTransactionLike | undefined {
-    return this.#tx;
   }
 
   getTransactionStatus(): 'I' | 'T' | 'E' {

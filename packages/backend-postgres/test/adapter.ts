@@ -84,3 +84,13 @@ export async function dropSchemas(): Promise<void> {
     await client.end();
   }
 }
+
+/** The error a promise rejects with (fails the test when it resolves). */
+export async function rejection(promise: Promise<unknown>): Promise<Error> {
+  return promise.then(
+    () => {
+      throw new Error('expected a rejection');
+    },
+    (error: Error) => error,
+  );
+}

@@ -2,17 +2,7 @@ import { InvalidArgumentError, type Logger } from '@duetime/core';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createPostgresBackend, migrate } from '../src/index.js';
-import { dropSchemas, PG_URL, schemaFor } from './adapter.js';
-
-/** The error a promise rejects with (fails the test when it resolves). */
-async function rejection(promise: Promise<unknown>): Promise<Error> {
-  return promise.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (error: Error) => error,
-  );
-}
+import { dropSchemas, PG_URL, rejection, schemaFor } from './adapter.js';
 
 describe('configuration errors', () => {
   it.each([

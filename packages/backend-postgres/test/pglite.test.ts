@@ -2,21 +2,13 @@ import { InvalidArgumentError } from '@duetime/core';
 import { PGlite } from '@electric-sql/pglite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresBackend } from '../src/index.js';
+import { rejection } from './adapter.js';
 
 let db: PGlite;
 beforeAll(async () => {
   db = await PGlite.create();
 });
 afterAll(() => db.close());
-
-async function rejection(promise: Promise<unknown>): Promise<Error> {
-  return promise.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (error: Error) => error,
-  );
-}
 
 describe('PGlite connection', () => {
   it('refuses what is not a PGlite database, and pipeline, naming the field', async () => {

@@ -9,6 +9,7 @@ import {
   deliveryClient,
   driverQuery,
   pgInTransaction,
+  pgliteCount,
   refuse,
   rowsOf,
   takesConcurrent,
@@ -56,15 +57,10 @@ export function fromDrizzle(tx: DrizzleTransactionLike): SqlExecutor {
         const rows = rowsOf(Array.isArray(result) ? result : result.rows);
         return {
           rows,
-          rowCount: countOf(
-            result.rowCount ??
-              result.count ??
-              // PGlite counts changed rows only; a SELECT's count is the rows it returned.
-              (typeof result.affectedRows === 'number'
-                ? Math.max(result.affectedRows, rows.length)
-                : undefined),
-            rows.length,
-          ),
+          rowCount:
+            result.rowCount === undefined && result.count === undefined
+              ? pgliteCount(result.affectedRows, rows.length)
+              : countOf(result.rowCount ?? result.count, rows.length),
         };
       }),
     // On node-postgres the transaction's session holds the pg client, which knows its status; on

@@ -129,6 +129,14 @@ export function countOf(value: unknown, fallback: number): number {
   return fallback;
 }
 
+/**
+ * The count of a PGlite result (`{ rows, affectedRows }`): PGlite counts the rows a statement changed
+ * only, so a SELECT's count is the rows it returned, as node-postgres counts.
+ */
+export function pgliteCount(affectedRows: unknown, rows: number): number {
+  return Math.max(countOf(affectedRows, 0), rows);
+}
+
 /** Rows as plain objects (libraries return arrays with extra fields). */
 export function rowsOf(rows: unknown): Record<string, unknown>[] {
   return Array.isArray(rows) ? (rows as Record<string, unknown>[]) : [];

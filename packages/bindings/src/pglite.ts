@@ -1,6 +1,6 @@
 import type { TransactionRunner } from '@duetime/core';
 import type { SqlExecutor } from './executor.js';
-import { countOf, refuse, rowsOf } from './executor.js';
+import { pgliteCount, refuse, rowsOf } from './executor.js';
 
 /** The part of a PGlite transaction a binding uses (the `tx` of `db.transaction(async (tx) => …)`). */
 export interface PGliteTransactionLike {
@@ -40,8 +40,7 @@ export function fromPglite(tx: PGliteTransactionLike): SqlExecutor {
     async query(text, params = []) {
       const result = await tx.query(text, params as unknown[]);
       const rows = rowsOf(result.rows);
-      // PGlite counts the rows a statement changed; a SELECT's count is the rows it returned.
-      return { rows, rowCount: Math.max(countOf(result.affectedRows, 0), rows.length) };
+      return { rows, rowCount: pgliteCount(result.affectedRows, rows.length) };
     },
     inTransaction: () => !tx.closed,
     // One session: its statements run one after another.

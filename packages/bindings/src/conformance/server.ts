@@ -3,6 +3,7 @@ import { userInfo } from 'node:os';
 import { createPostgresBackend, type PGliteLike } from '@duetime/backend-postgres';
 import { Dispatcher, type DispatcherOptions } from '@duetime/core';
 import pg from 'pg';
+import { pgliteCount } from '../executor.js';
 import type { BindingConformanceOptions, BindingTarget, GroupContext } from './types.js';
 
 type Backend = GroupContext['server']['backend'];
@@ -83,7 +84,7 @@ function pgliteReads(db: PGliteLike): pg.Pool {
     totalCount: 0,
     async query(text: string, values?: unknown[]) {
       const result = await db.query(text, values);
-      return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+      return { rows: result.rows, rowCount: pgliteCount(result.affectedRows, result.rows.length) };
     },
     async end() {},
   } as unknown as pg.Pool;
