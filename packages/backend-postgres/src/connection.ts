@@ -9,9 +9,11 @@ import { type ConnectionTarget, isConnectionLost, toDuetimeError } from './error
  * library's transaction. One method, so that any executor of a PostgreSQL session can be plugged in.
  */
 export interface PostgresExecutor {
+  /** `name`: the statement's prepared-statement name, when prepared statements are on (see `SqlExecutor`). */
   query<R = Record<string, unknown>>(
     text: string,
     params?: readonly unknown[],
+    name?: string,
   ): Promise<{ rows: R[]; rowCount: number | null }>;
 }
 
@@ -99,17 +101,26 @@ export class Connection {
       query: async <R>(text: string, params: readonly unknown[] = []) => {
         this.check();
         const config: pg.QueryConfig = { text, values: params as unknown[], types: RAW_TYPES };
-        if (this.#names) {
-          let name = this.#names.get(text);
-          if (!name) {
-            name = this.#prefix + createHash('sha256').update(text).digest('hex').slice(0, 16);
-            this.#names.set(text, name);
-          }
-          config.name = name;
-        }
+        const name = this.statementName(text);
+        if (name !== undefined) config.name = name;
         return (await on.query(config)) as unknown as Result<R>;
       },
     };
+  }
+
+  /**
+   * The prepared-statement name of `text` when prepared statements are on (the `preparedStatements`
+   * option), else undefined: the same name for the same text, with the schema's hash in it. Handed to the
+   * application's executors too (a join's statements), whose driver may prepare them once per connection.
+   */
+  statementName(text: string): string | undefined {
+    if (!this.#names) return undefined;
+    let name = this.#names.get(text);
+    if (!name) {
+      name = this.#prefix + createHash('sha256').update(text).digest('hex').slice(0, 16);
+      this.#names.set(text, name);
+    }
+    return name;
   }
 
   /** Maps a pg error to a duetime error naming `operation` and the target. */
@@ -125,7 +136,7 @@ export class Connection {
     exec: PostgresExecutor = this.exec,
   ): Promise<Result<R>> {
     try {
-      return await exec.query<R>(text, params);
+      return await exec.query<R>(text, params, this.statementName(text));
     } catch (error) {
       throw this.error(error, operation);
     }

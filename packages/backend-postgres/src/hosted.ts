@@ -74,8 +74,8 @@ export async function host(runner: TransactionRunner, connection: Connection): P
   }
   return {
     exec: {
-      query: async (text, params) => {
-        const result = await exec.query(text, [...(params ?? [])]);
+      query: async (text, params, name) => {
+        const result = await exec.query(text, [...(params ?? [])], name);
         return { rows: result.rows as never[], rowCount: result.rowCount ?? result.rows.length };
       },
     },

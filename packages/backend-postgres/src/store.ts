@@ -369,11 +369,20 @@ export class PostgresStore implements StoreAdapter<pg.PoolClient, PostgresUnit> 
       );
     this.#connection.check();
     const schema = this.#connection.target.schema;
+    // A node-postgres client (it connects) takes a statement's name in its config object; an executor
+    // takes it as the third argument (SqlExecutor), and may ignore it.
+    const pgClient = typeof (client as { connect?: unknown }).connect === 'function';
+    const run = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
     const exec: PostgresExecutor = {
-      query: async (text, params) => {
+      query: async (text, params, name) => {
+        const values = [...(params ?? [])];
         let result: { rows?: unknown[]; rowCount?: number | null };
         try {
-          result = (await client.query(text, [...(params ?? [])])) as typeof result;
+          result = (await (name === undefined
+            ? run(text, values)
+            : pgClient
+              ? run({ name, text, values })
+              : run(text, values, name))) as typeof result;
         } catch (error) {
           throw elsewhere(error, schema) ?? error;
         }

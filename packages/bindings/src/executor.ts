@@ -93,9 +93,13 @@ export function driverQuery(client: unknown): SqlExecutor['query'] | undefined {
   } | null;
   if (c === null || c === undefined) return undefined;
   if (typeof c.query === 'function' && typeof c.getTransactionStatus === 'function') {
-    const query = c.query.bind(c);
-    return async (text, params = []) => {
-      const result = await query(text, params as unknown[]);
+    const query = c.query.bind(c) as (
+      ...args: unknown[]
+    ) => Promise<{ rows: unknown[]; rowCount: number | null }>;
+    return async (text, params = [], name) => {
+      const values = params as unknown[];
+      // A named statement is parsed and planned once per connection (duetime names its own).
+      const result = await (name === undefined ? query(text, values) : query({ name, text, values }));
       const rows = rowsOf(result.rows);
       return { rows, rowCount: countOf(result.rowCount, rows.length) };
     };

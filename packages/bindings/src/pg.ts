@@ -1,5 +1,5 @@
 import type { SqlExecutor } from './executor.js';
-import { countOf, pgInTransaction, refuse, rowsOf, takesConcurrent } from './executor.js';
+import { countOf, driverQuery, pgInTransaction, refuse, rowsOf, takesConcurrent } from './executor.js';
 
 /** The part of a node-postgres client a binding uses (`pg.PoolClient`, `pg.Client`). */
 export interface PgClientLike {
@@ -24,11 +24,14 @@ export function fromPg(client: PgClientLike): SqlExecutor {
   if (typeof (client as { totalCount?: unknown }).totalCount === 'number')
     refuse(client, 'a client checked out of the pool (pool.connect()), not the pg.Pool itself');
   return {
-    async query(text, params = []) {
-      const result = await client.query(text, params as unknown[]);
-      const rows = rowsOf(result.rows);
-      return { rows, rowCount: countOf(result.rowCount, rows.length) };
-    },
+    // Named statements (prepared once per connection) on a node-postgres client that tells its status.
+    query:
+      driverQuery(client) ??
+      (async (text, params = []) => {
+        const result = await client.query(text, params as unknown[]);
+        const rows = rowsOf(result.rows);
+        return { rows, rowCount: countOf(result.rowCount, rows.length) };
+      }),
     inTransaction: () => pgInTransaction(client),
     concurrent: takesConcurrent(client),
   };

@@ -1,7 +1,9 @@
+import { createPostgresBackend } from '@duetime/backend-postgres';
 import { InvalidArgumentError, type SqlExecutor } from '@duetime/core';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { describe, expect, it } from 'vitest';
 import { fromDrizzle } from '../src/drizzle.js';
+import { fromPg } from '../src/pg.js';
 import { useBackend } from './server.js';
 import { TARGETS } from './targets/index.js';
 
@@ -100,5 +102,77 @@ describe('store.join through the bindings', () => {
       client.release();
     }
     expect(await server.backend.store.loadSchedule('never')).toBeUndefined();
+  });
+
+  it("names duetime's statements, so node-postgres prepares them once per connection (unless preparedStatements is off)", async () => {
+    const message = { type: 'order.expire', aggregateId: 'p' };
+    const prepared = async (client: { query(text: string): Promise<{ rows: unknown[] }> }) =>
+      (
+        (await client.query(
+          "SELECT name, statement FROM pg_prepared_statements WHERE statement LIKE '%put_schedule(%'",
+        )) as { rows: { name: string; statement: string }[] }
+      ).rows;
+    // An executor is handed the name as its third argument, the same name for the same text.
+    const names: (string | undefined)[] = [];
+    const client = await server.pool.connect();
+    try {
+      for (const i of [1, 2]) {
+        await client.query('BEGIN');
+        const executor = fromPg(client);
+        const recording: SqlExecutor = {
+          ...executor,
+          query: (text, params, name) => {
+            names.push(name);
+            return executor.query(text, params, name);
+          },
+        };
+        await server.backend.store.join(recording, (tx) =>
+          tx.schedule(`prepared/${i}`, new Date(Date.now() + HOUR), message),
+        );
+        await client.query('COMMIT');
+      }
+      expect(names).toHaveLength(2);
+      expect(names[0]).toMatch(/^duetime_[0-9a-f]+_[0-9a-f]+$/);
+      expect(names[1]).toBe(names[0]);
+      // fromPg prepared it on the application's connection, once.
+      expect((await prepared(client)).map((row) => row.name)).toEqual([names[0]]);
+    } finally {
+      client.release(true);
+    }
+    // A pg client joined as it is takes the name in its config object.
+    const raw = await server.pool.connect();
+    try {
+      await raw.query('BEGIN');
+      await server.backend.store.join(raw, (tx) =>
+        tx.schedule('prepared/raw', new Date(Date.now() + HOUR), message),
+      );
+      await raw.query('COMMIT');
+      expect((await prepared(raw)).map((row) => row.name)).toEqual([names[0]]);
+    } finally {
+      raw.release(true);
+    }
+    // preparedStatements: false (behind a pooler that cannot keep them): no names, nothing prepared.
+    const unnamed = await createPostgresBackend(
+      { pool: server.pool },
+      { schema: server.schema, preparedStatements: false, migrate: false },
+    );
+    const off = await server.pool.connect();
+    try {
+      const seen: (string | undefined)[] = [];
+      await off.query('BEGIN');
+      const executor = fromPg(off);
+      await unnamed.store.join(
+        { ...executor, query: (text, params, name) => (seen.push(name), executor.query(text, params, name)) },
+        (tx) => tx.schedule('prepared/off', new Date(Date.now() + HOUR), message),
+      );
+      await off.query('COMMIT');
+      expect(seen).toEqual([undefined]);
+      expect(await prepared(off)).toEqual([]);
+    } finally {
+      off.release(true);
+      await unnamed.close();
+    }
+    for (const key of ['prepared/1', 'prepared/2', 'prepared/raw', 'prepared/off'])
+      expect((await server.backend.store.loadSchedule(key))?.message, key).toEqual(message);
   });
 });

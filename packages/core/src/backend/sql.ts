@@ -59,7 +59,14 @@ export interface SqlResult {
  * `store.join(executor, fn)` runs duetime's writes in it.
  */
 export interface SqlExecutor {
-  query(text: string, params: readonly unknown[]): Promise<SqlResult>;
+  /**
+   * Runs `text` with `params` inside the transaction. `name`, when given, names the statement: the same
+   * name comes with the same text every time (the PostgreSQL backend names its statements unless its
+   * `preparedStatements` option is off), so an executor over a driver that prepares named statements once
+   * per connection (node-postgres: `query({ name, text, values })`) may pass it on and save the server
+   * the parsing and planning of every call after the first. Any executor may ignore it.
+   */
+  query(text: string, params: readonly unknown[], name?: string): Promise<SqlResult>;
   /**
    * Optional: whether the handle is inside an open transaction right now, known without a round trip
    * (a driver's transaction status, a library's own flag); `undefined` when it cannot tell. When it
