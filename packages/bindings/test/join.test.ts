@@ -162,7 +162,13 @@ describe('store.join through the bindings', () => {
       await off.query('BEGIN');
       const executor = fromPg(off);
       await unnamed.store.join(
-        { ...executor, query: (text, params, name) => (seen.push(name), executor.query(text, params, name)) },
+        {
+          ...executor,
+          query: (text, params, name) => {
+            seen.push(name);
+            return executor.query(text, params, name);
+          },
+        },
         (tx) => tx.schedule('prepared/off', new Date(Date.now() + HOUR), message),
       );
       await off.query('COMMIT');
