@@ -161,15 +161,15 @@ describe('store.join through the bindings', () => {
       const seen: (string | undefined)[] = [];
       await off.query('BEGIN');
       const executor = fromPg(off);
-      await unnamed.store.join(
-        {
-          ...executor,
-          query: (text, params, name) => {
-            seen.push(name);
-            return executor.query(text, params, name);
-          },
+      const recording: SqlExecutor = {
+        ...executor,
+        query: (text, params, name) => {
+          seen.push(name);
+          return executor.query(text, params, name);
         },
-        (tx) => tx.schedule('prepared/off', new Date(Date.now() + HOUR), message),
+      };
+      await unnamed.store.join(recording, (tx) =>
+        tx.schedule('prepared/off', new Date(Date.now() + HOUR), message),
       );
       await off.query('COMMIT');
       expect(seen).toEqual([undefined]);
