@@ -9,11 +9,23 @@ import type pg from 'pg';
 // statement of a turn is sent and uncorked when the turn's synchronous work and promise jobs are done
 // (process.nextTick runs after them), so the turn's statements leave in one write. Nothing waits longer
 // than that turn; the order of statements is the order they were sent.
+//
+// A long turn leaves every {@link WRITE_EVERY} statements, not all at its end: a batch of hundreds of
+// processors that build their statements through an ORM (Drizzle: about 30 µs each) would otherwise keep
+// the server idle until the last one is built. Writing as they accumulate, the server runs the first ones
+// while the rest are built.
 
 interface CorkableSocket {
   cork(): void;
   uncork(): void;
 }
+
+/**
+ * Statements per write in a long turn. Draining 20,000 due orders with pipelined processors writing
+ * through Drizzle, one batch at a time, on a 2-core machine: about 8,100 orders/s writing once per turn,
+ * 9,400-10,200 every 32 statements (median of 5 runs each: +21 %); 128 gained less, 8 and 16 about the same.
+ */
+const WRITE_EVERY = 32;
 
 /** Clients already coalescing (a pooled client is checked out many times). */
 const coalescing = new WeakSet<object>();
@@ -38,13 +50,21 @@ export function coalesceWrites(client: pg.ClientBase): void {
     corked = undefined;
     socket?.uncork();
   };
+  let count = 0;
   c.query = function query(this: unknown, ...args: unknown[]) {
     const socket = c.connection?.stream;
     if (corked === undefined && typeof socket?.cork === 'function' && typeof socket.uncork === 'function') {
       corked = socket as CorkableSocket;
       corked.cork();
+      count = 0;
       process.nextTick(uncork);
     }
-    return send.apply(this, args);
+    const result = send.apply(this, args);
+    if (corked !== undefined && ++count >= WRITE_EVERY) {
+      count = 0;
+      corked.uncork();
+      corked.cork();
+    }
+    return result;
   };
 }

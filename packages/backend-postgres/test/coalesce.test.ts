@@ -47,6 +47,19 @@ describe('coalesceWrites', () => {
     expect(next[1]!.status === 'fulfilled' && next[1]!.value.rows[0]!.n).toBe(2);
   });
 
+  it('writes a long turn every 32 statements, so the server starts on the first while the rest are built', async () => {
+    const { client, writes } = await counted({ pipeline: true });
+    coalesceWrites(client);
+    const hundred = Array.from({ length: 100 }, (_, i) => i);
+    const answers = await Promise.all(
+      hundred.map((i) => client.query<{ n: number }>('SELECT $1::int AS n', [i])),
+    );
+    // 32, 64, 96 as they accumulate (the stream may join a write still pending), the last 4 at the turn's end.
+    expect(writes.count).toBeGreaterThanOrEqual(2);
+    expect(writes.count).toBeLessThanOrEqual(4);
+    expect(answers.map((a) => a.rows[0]!.n)).toEqual(hundred);
+  });
+
   it('a pipelined client left as it is writes each statement on its own (what the coalescing saves)', async () => {
     const { client, writes } = await counted({ pipeline: true });
     await Promise.all(TEN.map((i) => client.query('SELECT $1::int AS n', [i])));
