@@ -11,6 +11,17 @@ import { TARGETS } from './targets/index.js';
 // here, what differs between the libraries, and the store's own refusals.
 
 const HOUR = 3_600_000;
+
+/** `executor`, recording the statement name each call is handed in `names`. */
+function recording(executor: SqlExecutor, names: (string | undefined)[]): SqlExecutor {
+  return {
+    ...executor,
+    query: (text, params, name) => {
+      names.push(name);
+      return executor.query(text, params, name);
+    },
+  };
+}
 const server = useBackend('bindings_join', async () => {});
 
 describe('store.join through the bindings', () => {
@@ -118,15 +129,7 @@ describe('store.join through the bindings', () => {
     try {
       for (const i of [1, 2]) {
         await client.query('BEGIN');
-        const executor = fromPg(client);
-        const recording: SqlExecutor = {
-          ...executor,
-          query: (text, params, name) => {
-            names.push(name);
-            return executor.query(text, params, name);
-          },
-        };
-        await server.backend.store.join(recording, (tx) =>
+        await server.backend.store.join(recording(fromPg(client), names), (tx) =>
           tx.schedule(`prepared/${i}`, new Date(Date.now() + HOUR), message),
         );
         await client.query('COMMIT');
@@ -160,15 +163,7 @@ describe('store.join through the bindings', () => {
     try {
       const seen: (string | undefined)[] = [];
       await off.query('BEGIN');
-      const executor = fromPg(off);
-      const recording: SqlExecutor = {
-        ...executor,
-        query: (text, params, name) => {
-          seen.push(name);
-          return executor.query(text, params, name);
-        },
-      };
-      await unnamed.store.join(recording, (tx) =>
+      await unnamed.store.join(recording(fromPg(off), seen), (tx) =>
         tx.schedule('prepared/off', new Date(Date.now() + HOUR), message),
       );
       await off.query('COMMIT');
