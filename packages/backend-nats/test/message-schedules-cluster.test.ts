@@ -1,6 +1,6 @@
 import { freshNamespace, waitFor } from '@duetime/conformance';
 import { newerNatsServerBinary, PrivateNatsCluster } from '@duetime/testing';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { type JsMsg, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectNats } from '../src/index.js';
@@ -10,7 +10,8 @@ import { claimConsumer, distribution, FireLog, fetchClaims, oneShot, scheduleStr
 
 // JetStream message schedules on a stream with three replicas while its leader changes: asked to step down
 // (`$JS.API.STREAM.LEADER.STEPDOWN.<stream>`) on the shared NATS 2.15 cluster, and SIGKILLed on a cluster of
-// the test's own. See docs/nats-message-schedules.md.
+// the test's own; and the claims of a replicated consumer whose leader is SIGKILLed. See
+// docs/nats-message-schedules.md.
 
 describe('JetStream message schedules on a replicated stream whose leader changes', () => {
   let nc: NatsConnection;
@@ -213,4 +214,154 @@ describe('JetStream message schedules on a replicated stream whose leader is kil
         `lateness of schedules due ${report.join('; ')} (leaderless: fired after the kill); ${twice} fired twice`,
     );
   }, 180_000);
+});
+
+describe('JetStream claims on a replicated consumer whose leader is killed', () => {
+  let cluster: PrivateNatsCluster | undefined;
+  let nc: NatsConnection | undefined;
+  let watch: NatsConnection | undefined;
+  afterAll(async () => {
+    await watch?.close();
+    await nc?.close();
+    await cluster?.dispose();
+  });
+
+  it('(f) keeps the claims of a consumer whose leader is SIGKILLed: unacknowledged fires come again after ack_wait (count 2), a replicated renewal holds, acknowledged ones never come again', async () => {
+    // Longer than an election (4–9 s of raft timeouts, more on a loaded machine): with a shorter one every
+    // claim has lapsed before another server leads, and a renewal could not be told from none.
+    const ackWaitMs = 20_000;
+    const renewAfterMs = 4000;
+    cluster = await PrivateNatsCluster.start({ binary: newerNatsServerBinary() });
+    nc = await connectNats(cluster.urls, { reconnectTimeWaitMs: 100 });
+    const io = await NatsIo.open(nc, 20_000);
+    const stream = 'CLAIMS';
+    const durable = 'claims';
+    await scheduleStream(await jetstreamManager(nc), stream, { replicas: 3 });
+    await cluster.waitHealthy({ streams: [stream] });
+    const consumer = await claimConsumer(nc, stream, `${stream}.claimed.>`, durable, ackWaitMs);
+    // The consumer inherits the stream's three replicas; all current before anything is claimed.
+    await waitFor(
+      'the consumer current on three servers',
+      async () => {
+        const info = await io.jsm.consumers.info(stream, durable);
+        const replicas = info.cluster?.replicas ?? [];
+        return (
+          info.cluster?.leader !== undefined &&
+          replicas.length === 2 &&
+          replicas.every((r) => r.current && !r.offline)
+        );
+      },
+      { timeoutMs: 30_000, intervalMs: 100 },
+    );
+
+    const names = ['acked', 'acked-late', 'held-1', 'held-2', 'renewed', 'renewed-last'];
+    for (const name of names)
+      await io.publish(`${stream}.sched.${name}`, name, {
+        headers: oneShot(Date.now() + 200, `${stream}.claimed.${name}`),
+      });
+    // The server stamps a claim when it delivers it, after this instant.
+    const fetchedFrom = Date.now();
+    const first = await fetchClaims(consumer, names.length);
+    expect(first.map((m) => m.string()).sort()).toEqual(names);
+    for (const m of first) expect(m.info.deliveryCount).toBe(1);
+    const claim = (name: string) => first.find((m) => m.string() === name) as JsMsg;
+    expect(await claim('acked').ackAck()).toBe(true);
+
+    const leaderName = (await io.jsm.consumers.info(stream, durable)).cluster?.leader;
+    expect(leaderName).toBeDefined();
+    const leader = cluster.portOf(leaderName as string);
+    const streamLeader = await cluster.streamLeader(stream);
+    const metaLeader = await cluster.metaLeader();
+    // Asks the survivors who leads the consumer (no answer, or no leader, while none does).
+    watch = await connectNats(cluster.nodes.filter((n) => n.port !== leader).map((n) => n.url));
+    const consumerLeader = async () => {
+      const reply = await (watch as NatsConnection).request(
+        `$JS.API.CONSUMER.INFO.${stream}.${durable}`,
+        '',
+        { timeout: 1000 },
+      );
+      return reply.json<{ cluster?: { leader?: string } }>().cluster?.leader;
+    };
+
+    // A while after the delivery, two claims are renewed and the leader dies. `working()` has no reply; the
+    // acknowledgement sent after the first renewal is confirmed once a quorum of the consumer's replicas
+    // has it, and the server proposes both in the order they came, so that renewal reached them too. The
+    // second renewal is sent (and flushed) right before the kill, with nothing to confirm it.
+    await new Promise((resolve) => setTimeout(resolve, renewAfterMs));
+    const renewedAt = Date.now();
+    claim('renewed').working();
+    expect(await claim('acked-late').ackAck()).toBe(true);
+    const renewedLastAt = Date.now();
+    claim('renewed-last').working();
+    await nc.flush();
+    const killedAt = Date.now();
+    await cluster.kill(leader);
+    const next = await waitFor(
+      'a new consumer leader',
+      async () => {
+        const now = await consumerLeader();
+        return now !== undefined && now !== '' && now !== leaderName ? now : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 50 },
+    );
+    const ledAt = Date.now();
+
+    // Read (acknowledging) until every unacknowledged claim came again, then a while longer for anything
+    // else that would.
+    const again = new Map<string, { count: number; receivedAt: number }[]>();
+    const read = async () => {
+      try {
+        for await (const m of await consumer.fetch({ max_messages: names.length, expires: 1000 })) {
+          const seen = again.get(m.string()) ?? [];
+          seen.push({ count: m.info.deliveryCount, receivedAt: Date.now() });
+          again.set(m.string(), seen);
+          await m.ackAck().catch(() => false);
+        }
+      } catch {
+        // No leader reachable yet, or the connection moving to a survivor: asked again.
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    };
+    const held = ['held-1', 'held-2', 'renewed', 'renewed-last'];
+    await waitFor(
+      'the unacknowledged claims delivered again',
+      async () => {
+        await read();
+        return held.every((name) => again.has(name));
+      },
+      { timeoutMs: 60_000, intervalMs: 100 },
+    );
+    const settled = Date.now() + 3000;
+    while (Date.now() < settled) await read();
+
+    // Nothing lost: each claim not acknowledged came again, once, counted as a second delivery (an
+    // interrupted attempt), no earlier than ack_wait after its delivery (or after its renewal).
+    for (const name of held) {
+      expect(again.get(name), name).toHaveLength(1);
+      expect(again.get(name)?.[0]?.count, name).toBe(2);
+    }
+    const at = (name: string) => again.get(name)?.[0]?.receivedAt as number;
+    for (const name of held) expect(at(name), name).toBeGreaterThanOrEqual(fetchedFrom + ackWaitMs);
+    // A renewal the replicas had before the leader died holds on the new leader: the claim lapses ack_wait
+    // after the renewal, not after the delivery (nor after the leader change).
+    expect(at('renewed')).toBeGreaterThanOrEqual(renewedAt + ackWaitMs);
+    // One sent a millisecond before the kill may not have reached them (lost in 4 of 24 runs): then the claim
+    // lapses as if it had not been renewed, with the others; never earlier (the bound above).
+    const heldAgain = Math.max(at('held-1'), at('held-2'));
+    const lastKept = at('renewed-last') >= renewedLastAt + ackWaitMs;
+    // Acknowledged claims, even one confirmed right before the kill, never come again.
+    expect(again.has('acked')).toBe(false);
+    expect(again.has('acked-late')).toBe(false);
+    const after = await io.jsm.consumers.info(stream, durable);
+    expect(after.num_ack_pending).toBe(0);
+    expect(after.num_pending).toBe(0);
+
+    console.log(
+      `R3 consumer, leader ${leaderName} (${leader === streamLeader ? 'also' : 'not'} the stream leader, ${leader === metaLeader ? 'also' : 'not'} the meta leader) SIGKILLed ` +
+        `${killedAt - fetchedFrom} ms after the claims were fetched; ${next} led the consumer ${ledAt - killedAt} ms after the kill; ` +
+        `ack_wait ${ackWaitMs} ms: unacknowledged claims delivered again ${heldAgain - fetchedFrom} ms after the fetch began (${heldAgain - killedAt} ms after the kill), ` +
+        `the renewed one ${at('renewed') - renewedAt} ms after its renewal (${killedAt - renewedAt} ms before the kill, confirmed); ` +
+        `the one renewed ${killedAt - renewedLastAt} ms before the kill ${at('renewed-last') - renewedLastAt} ms after its renewal: renewal ${lastKept ? 'kept' : 'lost'}; acknowledged ones not again`,
+    );
+  }, 120_000);
 });
