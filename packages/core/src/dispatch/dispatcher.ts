@@ -7,6 +7,7 @@ import type { Delivery } from '../store/delivery.js';
 import {
   type CoreStoreInternals,
   claimLimit,
+  dueByWatch,
   isCoreStore,
   openDelivery,
   type Store,
@@ -85,6 +86,11 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
   #mayHaveDue = true;
   /** Consecutive looks that found work due but none claimable (held by other open deliveries). */
   #heldLooks = 0;
+  /**
+   * The earliest due instant the store's push channel reported and no claim has looked past yet: what a
+   * store whose engine keeps the time (`dueByWatch`) tells instead of a next deadline.
+   */
+  #reportedDue = Number.POSITIVE_INFINITY;
   /**
    * Set when a batch put back a schedule whose last attempt crashed its process: claims take one schedule
    * at a time until such a schedule comes alone, so it never runs beside another.
@@ -274,7 +280,11 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
   #onChange(change: StoreChange): void {
     // A channel that came back (or went away): changes may have been missed, look again.
     if (change.channel !== undefined) this.wake();
-    else if (change.earliest === undefined || change.earliest.getTime() < this.#loop.armedAt) this.wake();
+    else {
+      if (change.earliest !== undefined)
+        this.#reportedDue = Math.min(this.#reportedDue, change.earliest.getTime());
+      if (change.earliest === undefined || change.earliest.getTime() < this.#loop.armedAt) this.wake();
+    }
   }
 
   /** The longest sleep: long while the push channel reports every change, short when it cannot. */
@@ -323,7 +333,11 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
     // Slots are full: a finishing batch wakes the loop.
     if (this.#batches.size >= this.#concurrency || this.#exclusive || !this.#loop.running) return backstop;
     if (this.#mayHaveDue) return 0;
-    const next = await this.#store.nextDueAt();
+    // An engine that reports schedules as they fall due is not asked for the next one: what it reported
+    // and no claim has looked past yet is the next.
+    if (this.#reportedDue <= claimedAt) this.#reportedDue = Number.POSITIVE_INFINITY;
+    const reported = Number.isFinite(this.#reportedDue) ? new Date(this.#reportedDue) : undefined;
+    const next = this.#store[dueByWatch] ? reported : await this.#store.nextDueAt();
     if (next === undefined) return backstop;
     const delay = next.getTime() - this.#clock.now();
     if (delay > 0) return Math.min(delay, backstop);
