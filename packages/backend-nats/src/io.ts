@@ -404,6 +404,20 @@ export class NatsIo {
     }
   }
 
+  /**
+   * The last message on `subject` as the stream's leader has it (`STREAM.MSG.GET`, not a direct get, which
+   * a replica a little behind may answer), or undefined when there is none.
+   */
+  async lastFromLeader(stream: string, subject: string): Promise<StoredMessage | undefined> {
+    try {
+      const m = await this.jsm.streams.getMessage(stream, { last_by_subj: subject });
+      return m ? stored(m) : undefined;
+    } catch (error) {
+      if (error instanceof Error && /no message found|not found/i.test(error.message)) return undefined;
+      throw this.error(error, `read ${subject} from the leader of stream ${stream}`);
+    }
+  }
+
   /** The message at `seq`, or undefined when there is none (purged or never written). */
   async at(stream: string, seq: number): Promise<StoredMessage | undefined> {
     try {

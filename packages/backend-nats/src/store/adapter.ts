@@ -16,10 +16,11 @@ import type {
   Write,
 } from '@duetime/core';
 import { DeliverPolicy } from '@nats-io/jetstream';
-import { MAX_ATOMIC_BATCH, type NatsIo, type PulledMessage } from '../io.js';
+import { MAX_ATOMIC_BATCH, type NatsIo, type PulledMessage, type StoredMessage } from '../io.js';
+import { H } from '../jetstream-scheduler/headers.js';
 import type { Layout } from '../layout.js';
 import { Committer } from './commit.js';
-import { type Claim, type StoreOp, TIMER_DUE, TIMER_ID } from './plan.js';
+import type { Claim, StoreOp } from './plan.js';
 import { compareDue, listDeadLetters, listSchedules } from './reads.js';
 import { isTombstone, timerIdOf, toEvent, toSchedule } from './records.js';
 
@@ -45,7 +46,15 @@ interface Fire {
   id: string;
   due: number;
   pulled: PulledMessage;
+  /**
+   * An earlier claim of it lapsed (its process died): delivered again (a delivery count above 1), or a
+   * copy given back by a delivery that held it so and did not record the crash ({@link INTERRUPTED}).
+   */
+  interrupted: boolean;
 }
+
+/** Header of a fire given back after a crash was seen on it and not recorded yet. */
+const INTERRUPTED = 'Duetime-Interrupted';
 
 /** A unit of work: nothing lasting, or a delivery's claims (the fires it holds). */
 export interface NatsUnit extends Unit<undefined> {
@@ -192,8 +201,8 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
 
   /** A pulled message as a fire, or undefined (terminated) when it is none of the store's. */
   #fireOf(m: PulledMessage): Fire | undefined {
-    const id = m.headers?.get(TIMER_ID);
-    const due = Number(m.headers?.get(TIMER_DUE));
+    const id = m.headers?.get(H.timer);
+    const due = Number(m.headers?.get(H.due));
     if (!id || !Number.isFinite(due)) {
       this.#c.logger.warn('nats store: a message on a fire subject without a timer; dropped', {
         subject: m.subject,
@@ -202,7 +211,13 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
       this.#c.io.ack(m, '+TERM');
       return undefined;
     }
-    return { key: this.#c.layout.keyOfFire(m.subject), id, due, pulled: m };
+    return {
+      key: this.#c.layout.keyOfFire(m.subject),
+      id,
+      due,
+      pulled: m,
+      interrupted: m.deliveryCount > 1 || m.headers?.get(INTERRUPTED) === '1',
+    };
   }
 
   /** Claims the fires whose timer is the current record's; the others are stale and acknowledged. */
@@ -212,7 +227,7 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
     const claims = new Map<string, Claim>();
     const claimed: Claimed[] = [];
     if (candidates.length === 0) return { claimed, fires, claims, ended: false };
-    let records: Map<string, import('../io.js').StoredMessage>;
+    let records: Map<string, StoredMessage>;
     try {
       records = await io.lastOf(layout.storeStream, [
         ...new Set(candidates.map((f) => layout.record(f.key))),
@@ -221,10 +236,28 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
       for (const fire of candidates) this.#early.set(fire.pulled, fire);
       throw error;
     }
+    const isCurrent = (fire: Fire, m: StoredMessage | undefined): m is StoredMessage =>
+      m !== undefined && !isTombstone(m) && timerIdOf(m) === fire.id;
+    // A replica a little behind may answer a direct get: a fire is found stale only by the leader.
+    const stale = candidates.filter((f) => !isCurrent(f, records.get(layout.record(f.key))));
+    if (stale.length > 0) {
+      try {
+        const again = await Promise.all(
+          stale.map((f) => io.lastFromLeader(layout.storeStream, layout.record(f.key))),
+        );
+        stale.forEach((f, i) => {
+          const m = again[i];
+          if (m) records.set(layout.record(f.key), m);
+          else records.delete(layout.record(f.key));
+        });
+      } catch (error) {
+        for (const fire of candidates) this.#early.set(fire.pulled, fire);
+        throw error;
+      }
+    }
     for (const fire of candidates) {
       const m = records.get(layout.record(fire.key));
-      const current = m !== undefined && !isTombstone(m) && !fires.has(fire.key) && timerIdOf(m) === fire.id;
-      if (!current || !m) {
+      if (!isCurrent(fire, m) || fires.has(fire.key)) {
         // Replaced, retried, cancelled or consumed since it fired (or a fire repeated by the server).
         io.ack(fire.pulled, '+ACK');
         continue;
@@ -233,7 +266,7 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
       fires.set(fire.key, fire);
       claims.set(fire.key, { schedule, seq: m.seq });
       this.#open.add(fire.key);
-      claimed.push(fire.pulled.deliveryCount > 1 ? { ...schedule, interrupted: true } : { ...schedule });
+      claimed.push(fire.interrupted ? { ...schedule, interrupted: true } : { ...schedule });
     }
     claimed.sort(compareDue);
     return { claimed, fires, claims, ended: false };
@@ -300,15 +333,20 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
   }
 
   /**
-   * Gives a claim back: the fire is published again (a fresh delivery, count 1: not an interrupted one)
-   * and the one held acknowledged. A crash between the two leaves both: the first met is claimed, the
+   * Gives a claim back: the fire is published again (a fresh delivery, count 1, marked interrupted when
+   * the one held was) and the one held acknowledged. A crash between the two leaves both: the first met is claimed, the
    * other found stale or taken as the same claim's repeat.
    */
   async #giveBack(fire: Fire): Promise<void> {
     const { io, layout } = this.#c;
     try {
+      // A crash seen on it and not recorded (the delivery gave it back instead) stays on the copy.
       await io.publish(layout.fire(fire.key), '', {
-        headers: { [TIMER_ID]: fire.id, [TIMER_DUE]: String(fire.due) },
+        headers: {
+          [H.timer]: fire.id,
+          [H.due]: String(fire.due),
+          ...(fire.interrupted ? { [INTERRUPTED]: '1' } : {}),
+        },
       });
       io.ack(fire.pulled, '+ACK');
     } catch (error) {
@@ -390,7 +428,7 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
           if (stopped) return void (await stop());
           listener({ type: 'live' });
           for await (const m of messages) {
-            const due = Number(m.headers?.get(TIMER_DUE));
+            const due = Number(m.headers?.get(H.due));
             listener(Number.isFinite(due) ? { type: 'change', earliest: new Date(due) } : { type: 'change' });
           }
         } catch (error) {

@@ -9,6 +9,7 @@ import {
   stateOf,
 } from '@duetime/core';
 import type { BatchMessage } from '../io.js';
+import { atSchedule, H } from '../jetstream-scheduler/headers.js';
 import type { Layout } from '../layout.js';
 import type { CommitContext } from './commit.js';
 import {
@@ -83,18 +84,11 @@ export interface Group {
 export const ROLLUP = { 'Nats-Rollup': 'sub' } as const;
 const TOMBSTONE = { 'Nats-Rollup': 'sub', 'Nats-TTL': TOMBSTONE_TTL, [DELETED]: '1' } as const;
 
-/** Headers of a timer, copied by the server to what it fires. */
-export const TIMER_ID = 'Duetime-Timer';
-export const TIMER_DUE = 'Duetime-Due';
-
-/** The instants a message schedule can name (RFC 3339 has four-digit years). */
-const FIRST_INSTANT = 0;
-const LAST_INSTANT = Date.UTC(9999, 11, 31, 23, 59, 59);
-
 /**
  * The timer of a record due at `due` whose id is `id`: a JetStream message schedule on `t.<key>` that fires
  * into `f.<key>` `lead` ms before `due` (the server fires on a 250 ms grid under load; the fires consumer
- * holds an early fire until its due instant). A new timer on the subject replaces a pending one.
+ * holds an early fire until its due instant). A new timer on the subject replaces a pending one. Its
+ * headers are the JetStream scheduler's (`Duetime-Timer`, `Duetime-Due`), copied by the server to the fire.
  */
 export function timerMessage(
   layout: Layout,
@@ -103,16 +97,15 @@ export function timerMessage(
   id: string,
   lead: number,
 ): BatchMessage {
-  const instant = Math.min(LAST_INSTANT, Math.max(FIRST_INSTANT, due - lead));
   return {
     subject: layout.timer(key),
     data: '',
     headers: {
       ...ROLLUP,
-      'Nats-Schedule': `@at ${new Date(instant).toISOString()}`,
-      'Nats-Schedule-Target': layout.fire(key),
-      [TIMER_ID]: id,
-      [TIMER_DUE]: String(due),
+      [H.schedule]: atSchedule(due - lead),
+      [H.scheduleTarget]: layout.fire(key),
+      [H.timer]: id,
+      [H.due]: String(due),
     },
   };
 }
