@@ -45,6 +45,7 @@ interface Fire {
   key: string;
   id: string;
   due: number;
+  /** Its latest delivery to this process (renewals and the acknowledgement go through it). */
   pulled: PulledMessage;
   /**
    * An earlier claim of it lapsed (its process died): delivered again (a delivery count above 1), or a
@@ -97,7 +98,11 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
   /** Keys claimed by this process's open units. */
   readonly #open = new Set<string>();
   /** Fires pulled before their due instant (or while their key was claimed here), held and renewed. */
-  readonly #early = new Map<PulledMessage, Fire>();
+  readonly #early = new Map<number, Fire>();
+  /** Fires claimed by this process's open units, by stream sequence. */
+  readonly #inHand = new Map<number, Fire>();
+  /** Fires a `begin` is claiming (between taking them and reading their records), by stream sequence. */
+  readonly #taking = new Map<number, Fire>();
   readonly #renewEarly: ReturnType<typeof setInterval>;
   readonly #listeners = new Set<(event: WatchEvent) => void>();
   #lastPurge = 0;
@@ -129,10 +134,11 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
     const now = claim.now.getTime();
     const candidates: Fire[] = [];
     // Fires held until their due instant come first, then what the consumer has now.
-    for (const [m, fire] of [...this.#early].sort((a, b) => a[1].due - b[1].due)) {
+    for (const [seq, fire] of [...this.#early].sort((a, b) => a[1].due - b[1].due)) {
       if (candidates.length >= claim.limit) break;
       if (fire.due > now || this.#open.has(fire.key)) continue;
-      this.#early.delete(m);
+      this.#early.delete(seq);
+      this.#taking.set(seq, fire);
       candidates.push(fire);
     }
     if (candidates.length < claim.limit) {
@@ -144,7 +150,7 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
           claim.limit - candidates.length,
         );
       } catch (error) {
-        for (const fire of candidates) this.#early.set(fire.pulled, fire);
+        this.#hold(candidates);
         throw error;
       }
       let earliest: number | undefined;
@@ -153,9 +159,12 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
         if (!fire) continue;
         if (fire.due > now || this.#open.has(fire.key)) {
           // Early, or its key is claimed here already (the record was replaced while it runs): held.
-          this.#early.set(m, fire);
+          this.#early.set(m.seq, fire);
           if (fire.due > now && (earliest === undefined || fire.due < earliest)) earliest = fire.due;
-        } else candidates.push(fire);
+        } else {
+          this.#taking.set(m.seq, fire);
+          candidates.push(fire);
+        }
       }
       // A fire held until its due instant: the dispatcher comes back for it then.
       if (earliest !== undefined) this.#emit({ type: 'change', earliest: new Date(earliest) });
@@ -201,6 +210,14 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
 
   /** A pulled message as a fire, or undefined (terminated) when it is none of the store's. */
   #fireOf(m: PulledMessage): Fire | undefined {
+    // Delivered to this process again (its claim lapsed while renewals could not reach the server): the
+    // same message, held already. Its latest delivery is the one to renew; acknowledging either would
+    // end the claim.
+    const held = this.#early.get(m.seq) ?? this.#inHand.get(m.seq) ?? this.#taking.get(m.seq);
+    if (held) {
+      held.pulled = m;
+      return undefined;
+    }
     const id = m.headers?.get(H.timer);
     const due = Number(m.headers?.get(H.due));
     if (!id || !Number.isFinite(due)) {
@@ -220,6 +237,14 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
     };
   }
 
+  /** Puts fires back among those held (a `begin` that failed before claiming them). */
+  #hold(fires: readonly Fire[]): void {
+    for (const fire of fires) {
+      this.#taking.delete(fire.pulled.seq);
+      this.#early.set(fire.pulled.seq, fire);
+    }
+  }
+
   /** Claims the fires whose timer is the current record's; the others are stale and acknowledged. */
   async #claim(candidates: Fire[]): Promise<NatsUnit> {
     const { io, layout, versionBase } = this.#c;
@@ -233,7 +258,7 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
         ...new Set(candidates.map((f) => layout.record(f.key))),
       ]);
     } catch (error) {
-      for (const fire of candidates) this.#early.set(fire.pulled, fire);
+      this.#hold(candidates);
       throw error;
     }
     const isCurrent = (fire: Fire, m: StoredMessage | undefined): m is StoredMessage =>
@@ -251,12 +276,18 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
           else records.delete(layout.record(f.key));
         });
       } catch (error) {
-        for (const fire of candidates) this.#early.set(fire.pulled, fire);
+        this.#hold(candidates);
         throw error;
       }
     }
     for (const fire of candidates) {
+      this.#taking.delete(fire.pulled.seq);
       const m = records.get(layout.record(fire.key));
+      if (isCurrent(fire, m) && this.#open.has(fire.key) && !fires.has(fire.key)) {
+        // Another open unit of this process claimed the key meanwhile: held until it ends.
+        this.#early.set(fire.pulled.seq, fire);
+        continue;
+      }
       if (!isCurrent(fire, m) || fires.has(fire.key)) {
         // Replaced, retried, cancelled or consumed since it fired (or a fire repeated by the server).
         io.ack(fire.pulled, '+ACK');
@@ -264,6 +295,7 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
       }
       const schedule = toSchedule(fire.key, m, versionBase) as Schedule;
       fires.set(fire.key, fire);
+      this.#inHand.set(fire.pulled.seq, fire);
       claims.set(fire.key, { schedule, seq: m.seq });
       this.#open.add(fire.key);
       claimed.push(fire.interrupted ? { ...schedule, interrupted: true } : { ...schedule });
@@ -320,6 +352,7 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
     const back: Fire[] = [];
     for (const key of unit.claims.keys()) this.#open.delete(key);
     for (const [key, fire] of unit.fires) {
+      this.#inHand.delete(fire.pulled.seq);
       if (settled.has(key)) this.#c.io.ack(fire.pulled, '+ACK');
       else back.push(fire);
     }

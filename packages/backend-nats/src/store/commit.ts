@@ -132,8 +132,8 @@ export class Committer {
  * found while planning, before anything of the commit is published, and left out like a conflicting one.
  */
 function tooLarge(c: CommitContext, plan: GroupPlan): TransactionTooLargeError | undefined {
-  // A message brings at most two due-index messages with it (its second and its hour).
-  if (plan.messages.length * 3 <= c.maxBatch) return undefined;
+  if (plan.messages.length <= c.maxBatch) return undefined;
+  // A subject written twice is sent once: count what would be sent.
   const messages = batchOf([plan], [0]);
   if (messages.length <= c.maxBatch) return undefined;
   return new TransactionTooLargeError(recordCount(c, messages), messages.length, c.maxBatch);
