@@ -163,19 +163,22 @@ export class NatsIo {
 
   /**
    * Pulls up to `max` messages a durable pull consumer has for delivery now, without waiting for more
-   * (`no_wait`): one request, answered by the messages there are and a status. Each is pending on the
+   * (`no_wait`): one request, answered by the messages there are and a status. With `waitMs`, waits up to
+   * that long for the first (a long poll, ended by the server's status when it expires). Each is pending on the
    * consumer (a claim) until acknowledged through {@link ack}, or until its `ack_wait` passes.
    */
-  async pullNow(stream: string, consumer: string, max: number): Promise<PulledMessage[]> {
+  async pullNow(stream: string, consumer: string, max: number, waitMs = 0): Promise<PulledMessage[]> {
     const inbox = createInbox();
     const sub = this.nc.subscribe(inbox);
     const got: PulledMessage[] = [];
     let answered = false;
-    const timer = setTimeout(() => sub.unsubscribe(), this.#timeoutMs);
+    const timer = setTimeout(() => sub.unsubscribe(), waitMs + this.#timeoutMs);
     try {
       this.nc.publish(
         `$JS.API.CONSUMER.MSG.NEXT.${stream}.${consumer}`,
-        JSON.stringify({ batch: max, no_wait: true }),
+        JSON.stringify(
+          waitMs > 0 ? { batch: max, expires: waitMs * 1_000_000 } : { batch: max, no_wait: true },
+        ),
         { reply: inbox },
       );
       for await (const m of sub) {
@@ -208,7 +211,7 @@ export class NatsIo {
     }
     if (!answered) {
       const error = new Error(
-        `no answer from consumer ${consumer} of stream ${stream} in ${this.#timeoutMs} ms`,
+        `no answer from consumer ${consumer} of stream ${stream} in ${waitMs + this.#timeoutMs} ms`,
       );
       error.name = 'TimeoutError';
       throw this.error(error, `pull from consumer ${consumer} of stream ${stream}`);

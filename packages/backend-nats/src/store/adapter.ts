@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type {
   Changes,
   Claimed,
@@ -15,7 +16,6 @@ import type {
   WatchEvent,
   Write,
 } from '@duetime/core';
-import { DeliverPolicy } from '@nats-io/jetstream';
 import { MAX_ATOMIC_BATCH, type NatsIo, type PulledMessage, type StoredMessage } from '../io.js';
 import { H } from '../jetstream-scheduler/headers.js';
 import type { Layout } from '../layout.js';
@@ -74,6 +74,13 @@ const CLAIM_LIMIT = 250;
 /** How often a process purges acknowledged fires (below the consumer's acknowledgement floor). */
 const PURGE_EVERY_MS = 5_000;
 
+/** How long one long poll of the fires consumer waits (see {@link NatsStoreAdapter.watch}). */
+const LONG_POLL_MS = 10_000;
+/** How often the long poll looks whether the fire it took was taken by a delivery. */
+const HELD_LOOK_MS = 20;
+/** How long past its due instant a held fire no delivery took is kept before it is given back. */
+const HOLD_PAST_DUE_MS = 2_000;
+
 /**
  * How far a delivery's `now` may run ahead of the server's clock before the delivery stops waiting for
  * timers and reads the records for what is due by it (see {@link NatsStoreAdapter.begin}).
@@ -123,9 +130,20 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
       fireAheadMs: context.fireAheadMs,
     });
     this.renewEveryMs = Math.max(250, Math.floor(context.claimTtlMs / 3));
-    this.#renewEarly = setInterval(() => {
-      for (const fire of this.#early.values()) context.io.ack(fire.pulled, '+WPI');
-    }, this.renewEveryMs);
+    this.#renewEarly = setInterval(
+      () => {
+        const now = Date.now();
+        for (const [seq, fire] of this.#early) {
+          // Due a while ago and still not taken (its dispatcher stopped, is busy, or none runs here): given
+          // back, so that another process may run it; renewing it forever would keep it from every other.
+          if (now - fire.due > Math.min(HOLD_PAST_DUE_MS, context.claimTtlMs)) {
+            this.#early.delete(seq);
+            void this.#giveBack(fire);
+          } else context.io.ack(fire.pulled, '+WPI');
+        }
+      },
+      Math.min(this.renewEveryMs, 1000),
+    );
     this.#renewEarly.unref?.();
   }
 
@@ -153,22 +171,24 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
         this.#hold(candidates);
         throw error;
       }
-      let earliest: number | undefined;
       for (const m of pulled) {
         const fire = this.#fireOf(m);
         if (!fire) continue;
         if (fire.due > now || this.#open.has(fire.key)) {
           // Early, or its key is claimed here already (the record was replaced while it runs): held.
           this.#early.set(m.seq, fire);
-          if (fire.due > now && (earliest === undefined || fire.due < earliest)) earliest = fire.due;
         } else {
           this.#taking.set(m.seq, fire);
           candidates.push(fire);
         }
       }
-      // A fire held until its due instant: the dispatcher comes back for it then.
-      if (earliest !== undefined) this.#emit({ type: 'change', earliest: new Date(earliest) });
     }
+    // The next fire held until its due instant: the dispatcher comes back for it then (and is told of
+    // the one after when it does).
+    let earliest: number | undefined;
+    for (const fire of this.#early.values())
+      if (fire.due > now && (earliest === undefined || fire.due < earliest)) earliest = fire.due;
+    if (earliest !== undefined) this.#emit({ type: 'change', earliest: new Date(earliest) });
     const unit = await this.#claim(candidates);
     const room = claim.limit - (unit.claimed?.length ?? 0);
     if (room > 0 && now > (await this.#c.serverNow()) + AHEAD_OF_SERVER_MS)
@@ -290,6 +310,12 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
       }
       if (!isCurrent(fire, m) || fires.has(fire.key)) {
         // Replaced, retried, cancelled or consumed since it fired (or a fire repeated by the server).
+        this.#c.logger.debug('nats store: a stale fire dropped', {
+          key: fire.key,
+          timer: fire.id,
+          fire: fire.pulled.seq,
+          record: m ? { seq: m.seq, timer: isTombstone(m) ? 'deleted' : timerIdOf(m) } : 'none',
+        });
         io.ack(fire.pulled, '+ACK');
         continue;
       }
@@ -433,54 +459,47 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
   }
 
   /**
-   * Reports fires as the server stores them (an ordered consumer of the fire subjects, headers only, from
-   * the newest on): each is a schedule falling due, `change` with its due instant. `live` once it reads.
+   * Reports schedules as they fall due: a long poll of the fires consumer takes one fire at a time for this
+   * process (a new one, or one delivered again because its claim lapsed), holds it like a fire a delivery
+   * pulled early, and reports its due instant (`change`); the next waits until a delivery took it (or it
+   * was given back). Each fire goes to one process, so watching costs nothing per fire elsewhere.
    */
   watch(listener: (event: WatchEvent) => void): () => void {
     const { io, layout, logger } = this.#c;
     this.#listeners.add(listener);
     let stopped = false;
-    let stop: (() => Promise<void>) | undefined;
     const stopStatus = watchStatus(io, listener);
-    // A claim that lapsed (its process died) is delivered again without a new message: look now and then.
-    const lapsed = setInterval(() => listener({ type: 'change' }), Math.max(500, this.#c.claimTtlMs / 2));
-    lapsed.unref?.();
     void (async () => {
-      // The ordered consumer follows the stream across reconnections itself; should it end, a new one.
+      let live = false;
       while (!stopped && !io.closed) {
-        try {
-          const consumer = await io.js.consumers.get(layout.storeStream, {
-            filter_subjects: layout.fires,
-            deliver_policy: DeliverPolicy.New,
-            headers_only: true,
-          });
-          const messages = await consumer.consume();
-          stop = async () => {
-            await messages.close();
-          };
-          if (stopped) return void (await stop());
+        if (!live) {
+          live = true;
           listener({ type: 'live' });
-          for await (const m of messages) {
-            const due = Number(m.headers?.get(H.due));
-            listener(Number.isFinite(due) ? { type: 'change', earliest: new Date(due) } : { type: 'change' });
-          }
-        } catch (error) {
-          if (!stopped && !io.closed)
-            logger.warn('nats store: following the fires failed; following them again in a second', {
-              error,
-            });
         }
-        if (stopped || io.closed) return;
-        listener({ type: 'lost' });
-        await new Promise((resolve) => setTimeout(resolve, 1000));
+        try {
+          const [m] = await io.pullNow(layout.storeStream, layout.firesConsumer, 1, LONG_POLL_MS);
+          if (stopped) {
+            if (m) io.ack(m, '-NAK');
+            return;
+          }
+          const fire = m && this.#fireOf(m);
+          if (!fire) continue;
+          this.#early.set(fire.pulled.seq, fire);
+          listener({ type: 'change', earliest: new Date(fire.due) });
+          while (!stopped && this.#early.get(fire.pulled.seq) === fire) await sleep(HELD_LOOK_MS);
+        } catch (error) {
+          if (stopped || io.closed) return;
+          logger.warn('nats store: waiting for fires failed; waiting again in a second', { error });
+          live = false;
+          listener({ type: 'lost' });
+          await sleep(1000);
+        }
       }
     })();
     const unwatch = async () => {
       stopped = true;
-      clearInterval(lapsed);
       this.#listeners.delete(listener);
       stopStatus();
-      await stop?.().catch(() => {});
     };
     this.#closing.push(unwatch);
     return () => void unwatch();

@@ -1,3 +1,4 @@
+import { DueHeap, type HeapItem } from '../calendar/decide/heap.js';
 import type { Clock } from '../clock.js';
 import { ClosedError, InvalidArgumentError } from '../errors.js';
 import { Emitter, type Listener, type Observable } from '../events.js';
@@ -44,6 +45,8 @@ export const MAX_BATCH_SIZE = 10_000;
 export const DEFAULT_MAX_ATTEMPTS = 20;
 /** Claimed by the first batch, before the dispatcher has seen how long processors take. */
 const FIRST_BATCH = 16;
+/** The most due instants a push channel's reports keep (see `dueByWatch`). */
+const MAX_REPORTED = 100_000;
 
 /**
  * Delivers due schedules to a processor, in delivery batches whose commits consume the schedules together
@@ -87,10 +90,10 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
   /** Consecutive looks that found work due but none claimable (held by other open deliveries). */
   #heldLooks = 0;
   /**
-   * The earliest due instant the store's push channel reported and no claim has looked past yet: what a
-   * store whose engine keeps the time (`dueByWatch`) tells instead of a next deadline.
+   * The due instants the store's push channel reported that no claim has looked past yet, earliest first:
+   * what a store whose engine keeps the time (`dueByWatch`) tells instead of a next deadline.
    */
-  #reportedDue = Number.POSITIVE_INFINITY;
+  readonly #reported = new DueHeap<HeapItem>();
   /**
    * Set when a batch put back a schedule whose last attempt crashed its process: claims take one schedule
    * at a time until such a schedule comes alone, so it never runs beside another.
@@ -281,8 +284,9 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
     // A channel that came back (or went away): changes may have been missed, look again.
     if (change.channel !== undefined) this.wake();
     else {
-      if (change.earliest !== undefined)
-        this.#reportedDue = Math.min(this.#reportedDue, change.earliest.getTime());
+      // Bounded: past it, full claims keep the dispatcher claiming anyway.
+      if (change.earliest !== undefined && this.#store[dueByWatch] && this.#reported.size < MAX_REPORTED)
+        this.#reported.upsert({ due: change.earliest.getTime(), heapIndex: -1 });
       if (change.earliest === undefined || change.earliest.getTime() < this.#loop.armedAt) this.wake();
     }
   }
@@ -335,9 +339,13 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
     if (this.#mayHaveDue) return 0;
     // An engine that reports schedules as they fall due is not asked for the next one: what it reported
     // and no claim has looked past yet is the next.
-    if (this.#reportedDue <= claimedAt) this.#reportedDue = Number.POSITIVE_INFINITY;
-    const reported = Number.isFinite(this.#reportedDue) ? new Date(this.#reportedDue) : undefined;
-    const next = this.#store[dueByWatch] ? reported : await this.#store.nextDueAt();
+    while ((this.#reported.peek()?.due ?? Number.POSITIVE_INFINITY) <= claimedAt) this.#reported.pop();
+    const reported = this.#reported.peek()?.due;
+    const next = this.#store[dueByWatch]
+      ? reported === undefined
+        ? undefined
+        : new Date(reported)
+      : await this.#store.nextDueAt();
     if (next === undefined) return backstop;
     const delay = next.getTime() - this.#clock.now();
     if (delay > 0) return Math.min(delay, backstop);
