@@ -213,6 +213,46 @@ describe('nats store adapter', () => {
     expect(new Set(versions).size).toBe(3);
   });
 
+  it('delivers schedules replaced just as their timers fire (a timer the server lost is written again)', async () => {
+    // See test/timer-replaced-as-it-fires.test.ts: the server may drop a timer that replaces one as it fires.
+    const backend = await open();
+    const { store } = backend;
+    const delivered = new Map<string, unknown[]>();
+    const controller = new AbortController();
+    const running = new Dispatcher({
+      store,
+      processor: async (_tx, m, { schedule }) => {
+        delivered.set(schedule.key, [...(delivered.get(schedule.key) ?? []), (m.data as { v: number }).v]);
+      },
+    }).run(controller.signal);
+    const n = 120;
+    const first = Date.now() + 1500;
+    await store.transact(async (tx) => {
+      for (let i = 0; i < n; i++)
+        await tx.schedule(`race/${i}`, new Date(first + i * 20), msg('r', { v: 1 }));
+    });
+    const replacing: Promise<unknown>[] = [];
+    for (let i = 0; i < n; i++) {
+      // Between the instant its timer fires (500 ms before it is due) and 30 ms after.
+      const at = first + i * 20 - 500 + (i % 7) * 5;
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, at - Date.now())));
+      replacing.push(
+        store.transact((tx) => tx.schedule(`race/${i}`, new Date(Date.now() + 1500), msg('r', { v: 2 }))),
+      );
+    }
+    await Promise.all(replacing);
+    await waitFor(
+      'every replacement delivered',
+      () => Array.from({ length: n }, (_, i) => delivered.get(`race/${i}`)?.includes(2)).every(Boolean),
+      { timeoutMs: 30_000 },
+    );
+    controller.abort();
+    await running;
+    expect(await store.nextDueAt()).toBeUndefined();
+    // A replaced one was delivered at most before its replacement, never after it.
+    for (const [key, versions] of delivered) expect(versions.at(-1), key).toBe(2);
+  }, 60_000);
+
   it('runs each occurrence of a recurring schedule once between two dispatchers of two instances', async () => {
     const first = await open();
     const second = await open(first.namespace);

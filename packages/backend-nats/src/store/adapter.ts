@@ -20,9 +20,9 @@ import { MAX_ATOMIC_BATCH, type NatsIo, type PulledMessage, type StoredMessage }
 import { H } from '../jetstream-scheduler/headers.js';
 import type { Layout } from '../layout.js';
 import { Committer } from './commit.js';
-import type { Claim, StoreOp } from './plan.js';
+import { type Claim, type StoreOp, timerMessage } from './plan.js';
 import { compareDue, listDeadLetters, listSchedules } from './reads.js';
-import { isTombstone, timerIdOf, toEvent, toSchedule } from './records.js';
+import { DELETED, isTombstone, timerIdOf, toEvent, toSchedule } from './records.js';
 
 export interface NatsStoreContext {
   io: NatsIo;
@@ -80,6 +80,9 @@ const LONG_POLL_MS = 10_000;
 const HELD_LOOK_MS = 20;
 /** How long past its due instant a held fire no delivery took is kept before it is given back. */
 const HOLD_PAST_DUE_MS = 2_000;
+
+/** How long after a stale fire its key's timer is looked at (see {@link NatsStoreAdapter.#checkTimer}). */
+const TIMER_CHECK_DELAY_MS = 200;
 
 /**
  * How far a delivery's `now` may run ahead of the server's clock before the delivery stops waiting for
@@ -317,6 +320,8 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
           record: m ? { seq: m.seq, timer: isTombstone(m) ? 'deleted' : timerIdOf(m) } : 'none',
         });
         io.ack(fire.pulled, '+ACK');
+        // A timer replaced just as it fired: the server may drop the new timer with the old one.
+        if (m && !isTombstone(m)) this.#checkTimer(fire.key, m);
         continue;
       }
       const schedule = toSchedule(fire.key, m, versionBase) as Schedule;
@@ -328,6 +333,43 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
     }
     claimed.sort(compareDue);
     return { claimed, fires, claims, ended: false };
+  }
+
+  /**
+   * Sees that a live record's timer is still there after a stale fire of the same key: NATS 2.15 drops a
+   * message schedule replaced within milliseconds of the instant the replaced one fires (the old one fires,
+   * the new one is gone; test/timer-replaced-as-it-fires.test.ts). A stale fire is that race's trace, so
+   * its key is looked at (a moment later, once the server is done with the old one): when the record is
+   * unchanged, its timer is not on `t.<key>` and no fire of it is on `f.<key>`, the timer is written again
+   * (compare-and-set on `t.<key>`, so a newer timer always wins). At worst a fire comes twice: the second
+   * is stale once the first was consumed.
+   */
+  #checkTimer(key: string, record: StoredMessage): void {
+    const { io, layout, versionBase, fireAheadMs, logger } = this.#c;
+    const id = timerIdOf(record);
+    void (async () => {
+      await sleep(TIMER_CHECK_DELAY_MS);
+      if (io.closed) return;
+      const subjects = [layout.record(key), layout.timer(key), layout.fire(key)];
+      const [r, t, f] = await io
+        .lastOf(layout.storeStream, subjects)
+        .then((found) => subjects.map((s) => found.get(s)));
+      if (!r || r.seq !== record.seq) return;
+      if (t && t.header(DELETED) === undefined && t.header(H.timer) === id) return;
+      if (f && f.header(H.timer) === id) return;
+      const schedule = toSchedule(key, record, versionBase);
+      if (!schedule) return;
+      const timer = timerMessage(layout, key, schedule.dueAt.getTime(), id, fireAheadMs);
+      const written = await io.publish(timer.subject, timer.data, {
+        headers: timer.headers,
+        expectSubjectSeq: t?.seq ?? 0,
+      });
+      logger.warn('nats store: a schedule lost its timer to a replaced one that fired; timer written again', {
+        key,
+        timer: id,
+        written: written !== 'conflict',
+      });
+    })().catch((error: unknown) => logger.debug?.('nats store: checking a timer failed', { key, error }));
   }
 
   async commit(unit: NatsUnit, changes: Changes): Promise<ReadonlyMap<string, Error>> {
