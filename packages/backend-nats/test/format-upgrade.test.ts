@@ -1,10 +1,10 @@
-import { freshNamespace, waitFor } from '@duetime/conformance';
+import { waitFor } from '@duetime/conformance';
 import { Dispatcher, NotSupportedError } from '@duetime/core';
 import { jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectNats, createNatsBackend, deleteNatsBackendData } from '../src/index.js';
-import { NATS_STORE_URL } from './adapter.js';
+import { describe, expect, it } from 'vitest';
+import { createNatsBackend } from '../src/index.js';
+import { storeConnection } from './store-connection.js';
 
 const HOUR = 3_600_000;
 
@@ -44,27 +44,18 @@ async function writeFormat1Store(nc: NatsConnection, p: string): Promise<{ due: 
 }
 
 describe('a store of format 1 (a due index of its own)', () => {
-  let nc: NatsConnection;
-  const prefixes: string[] = [];
-  beforeAll(async () => {
-    nc = await connectNats(NATS_STORE_URL);
-  });
-  afterAll(async () => {
-    for (const prefix of prefixes) await deleteNatsBackendData(nc, prefix).catch(() => {});
-    await nc.close();
-  });
-  const fresh = () => {
-    const prefix = freshNamespace();
-    prefixes.push(prefix);
-    return prefix;
-  };
+  const connection = storeConnection();
+  const fresh = () => connection.fresh();
 
   it('is moved to format 2 in place when opened: timers for its records, its index and markers gone, then delivered', async () => {
     const p = fresh();
-    const { later } = await writeFormat1Store(nc, p);
-    const backend = await createNatsBackend({ connection: nc }, { prefix: p, claims: { ttlMs: 5000 } });
+    const { later } = await writeFormat1Store(connection.nc, p);
+    const backend = await createNatsBackend(
+      { connection: connection.nc },
+      { prefix: p, claims: { ttlMs: 5000 } },
+    );
     try {
-      const jsm = await jetstreamManager(nc);
+      const jsm = await jetstreamManager(connection.nc);
       const info = await jsm.streams.info(`${p}_store`, { subjects_filter: `${p}.>` });
       expect(info.config.allow_msg_schedules).toBe(true);
       expect(info.config.subjects).toEqual([
@@ -106,8 +97,8 @@ describe('a store of format 1 (a due index of its own)', () => {
 
   it('is refused when opened with migrate: false, naming how to move it', async () => {
     const p = fresh();
-    await writeFormat1Store(nc, p);
-    const error = await createNatsBackend({ connection: nc }, { prefix: p, migrate: false }).then(
+    await writeFormat1Store(connection.nc, p);
+    const error = await createNatsBackend({ connection: connection.nc }, { prefix: p, migrate: false }).then(
       () => undefined,
       (e: unknown) => e,
     );
