@@ -73,7 +73,7 @@ const SCHEDULED = raw('message schedule (Nats-Schedule @at, with compare-and-set
   return js.publish(`${prefix}.s.${i}`, BODY, { headers: h, expect: { lastSubjectSequence: 0 } });
 });
 
-/** Two messages stored together or not at all: the record and its due entry of a transaction. */
+/** Two messages stored together or not at all: a one-schedule transaction's record and its timer. */
 const BATCH = raw('atomic batch of 2 messages', async ({ nc, prefix }, i) => {
   const id = randomBytes(12).toString('base64url');
   const h1 = natsHeaders();
@@ -127,7 +127,7 @@ async function rate(p: Primitive, servers: string[], replicas: number, count: nu
  * primitives: the floor under the NATS store's awaited enqueue. Each JetStream write the store could be
  * built from, awaited one after another on a file-backed NATS 2.15 server and on the R3 cluster: a plain
  * publish, a compare-and-set publish, a message schedule, an atomic batch of two messages (what a
- * transaction's commit is today: the record and its due entry); and duetime's own one-schedule
+ * transaction's commit is: the record and its timer); and duetime's own one-schedule
  * transaction on the same server, with its ratio to the atomic batch and to the compare-and-set publish.
  */
 export async function primitivesWorkload(ctx: BenchContext): Promise<Row[]> {

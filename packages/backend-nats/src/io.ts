@@ -15,7 +15,12 @@ import {
   type StreamConfig,
   type StreamInfo,
 } from '@nats-io/jetstream';
-import { type MsgHdrs, type NatsConnection, headers as natsHeaders } from '@nats-io/transport-node';
+import {
+  createInbox,
+  type MsgHdrs,
+  type NatsConnection,
+  headers as natsHeaders,
+} from '@nats-io/transport-node';
 import {
   apiErrorOf,
   isStreamNotFound,
@@ -46,6 +51,19 @@ export interface PublishOptions {
   /** `Nats-Msg-Id`: a second publish with the same id inside the stream's window is dropped. */
   msgId?: string;
   headers?: Record<string, string>;
+}
+
+/** A message pulled from a durable consumer: acknowledged through `reply` (see {@link NatsIo.pullNow}). */
+export interface PulledMessage {
+  subject: string;
+  /** Its stream sequence. */
+  seq: number;
+  /** How many times the consumer delivered it (1 the first time). */
+  deliveryCount: number;
+  headers: MsgHdrs | undefined;
+  data: Uint8Array;
+  /** The acknowledgement subject. */
+  reply: string;
 }
 
 /** Published, or refused because an expectation header did not hold. */
@@ -140,6 +158,78 @@ export class NatsIo {
     } catch (error) {
       if (isWrongLastSequence(error)) return 'conflict';
       throw this.error(error, `publish to ${subject}`);
+    }
+  }
+
+  /**
+   * Pulls up to `max` messages a durable pull consumer has for delivery now, without waiting for more
+   * (`no_wait`): one request, answered by the messages there are and a status. With `waitMs`, waits up to
+   * that long for the first (a long poll, ended by the server's status when it expires). Each is pending on the
+   * consumer (a claim) until acknowledged through {@link ack}, or until its `ack_wait` passes.
+   */
+  async pullNow(stream: string, consumer: string, max: number, waitMs = 0): Promise<PulledMessage[]> {
+    const inbox = createInbox();
+    const sub = this.nc.subscribe(inbox);
+    const got: PulledMessage[] = [];
+    let answered = false;
+    const timer = setTimeout(() => sub.unsubscribe(), waitMs + this.#timeoutMs);
+    try {
+      this.nc.publish(
+        `$JS.API.CONSUMER.MSG.NEXT.${stream}.${consumer}`,
+        JSON.stringify(
+          waitMs > 0 ? { batch: max, expires: waitMs * 1_000_000 } : { batch: max, no_wait: true },
+        ),
+        { reply: inbox },
+      );
+      for await (const m of sub) {
+        if (!m.reply) {
+          // A status (404 no messages, 408 request done, 409 consumer gone or limits): the pull ended.
+          answered = true;
+          const code = m.headers?.code ?? 0;
+          if (code === 409 && /consumer (deleted|not found)/i.test(m.headers?.description ?? ''))
+            throw new Error(`consumer ${consumer} of stream ${stream}: ${m.headers?.description}`);
+          break;
+        }
+        answered = true;
+        got.push({
+          subject: m.subject,
+          seq: ackSubjectNumber(m.reply, 'seq'),
+          deliveryCount: ackSubjectNumber(m.reply, 'delivered'),
+          headers: m.headers,
+          data: m.data,
+          reply: m.reply,
+        });
+        if (got.length >= max) break;
+      }
+    } catch (error) {
+      // Pulled messages stay pending: give them back at once.
+      for (const m of got) this.ack(m, '-NAK');
+      throw this.error(error, `pull from consumer ${consumer} of stream ${stream}`);
+    } finally {
+      clearTimeout(timer);
+      sub.unsubscribe();
+    }
+    if (!answered) {
+      const error = new Error(
+        `no answer from consumer ${consumer} of stream ${stream} in ${waitMs + this.#timeoutMs} ms`,
+      );
+      error.name = 'TimeoutError';
+      throw this.error(error, `pull from consumer ${consumer} of stream ${stream}`);
+    }
+    return got;
+  }
+
+  /**
+   * Acknowledges a pulled message: `+ACK` done, `+WPI` still working on it (its `ack_wait` starts again),
+   * `+TERM` never deliver it again, `-NAK` deliver it again now. Fire and forget: a lost acknowledgement
+   * is a message delivered again, which the store recognises.
+   */
+  ack(m: Pick<PulledMessage, 'reply'>, kind: '+ACK' | '+WPI' | '+TERM' | '-NAK'): void {
+    if (this.nc.isClosed()) return;
+    try {
+      this.nc.publish(m.reply, kind);
+    } catch {
+      // Closed or draining: the consumer delivers it again after its ack_wait.
     }
   }
 
@@ -317,6 +407,20 @@ export class NatsIo {
     }
   }
 
+  /**
+   * The last message on `subject` as the stream's leader has it (`STREAM.MSG.GET`, not a direct get, which
+   * a replica a little behind may answer), or undefined when there is none.
+   */
+  async lastFromLeader(stream: string, subject: string): Promise<StoredMessage | undefined> {
+    try {
+      const m = await this.jsm.streams.getMessage(stream, { last_by_subj: subject });
+      return m ? stored(m) : undefined;
+    } catch (error) {
+      if (error instanceof Error && /no message found|not found/i.test(error.message)) return undefined;
+      throw this.error(error, `read ${subject} from the leader of stream ${stream}`);
+    }
+  }
+
   /** The message at `seq`, or undefined when there is none (purged or never written). */
   async at(stream: string, seq: number): Promise<StoredMessage | undefined> {
     try {
@@ -369,6 +473,7 @@ export class NatsIo {
       duplicate_window: config.duplicateWindowMs * 1_000_000,
       max_msg_size: -1,
       ...(config.atomic ? { allow_atomic: true, allow_rollup_hdrs: true, allow_msg_ttl: true } : {}),
+      ...(config.schedules ? { allow_msg_schedules: true } : {}),
     };
     let info: StreamInfo | undefined;
     try {
@@ -404,6 +509,7 @@ export class NatsIo {
       check('allow_rollup_hdrs', c.allow_rollup_hdrs === true, true);
       check('allow_msg_ttl', c.allow_msg_ttl === true, true);
     }
+    if (config.schedules) check('allow_msg_schedules', c.allow_msg_schedules === true, true);
     if (mismatches.length > 0) throw new StreamMismatchError(config.name, mismatches);
     return info;
   }
@@ -416,6 +522,16 @@ function batchHeaders(m: BatchMessage, id: string, sequence: number, commit: boo
   h.set('Nats-Batch-Sequence', String(sequence));
   if (commit) h.set('Nats-Batch-Commit', '1');
   return h;
+}
+
+/**
+ * A number of a JetStream acknowledgement subject: `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.…`
+ * (9 tokens), or with a domain and an account hash before the stream (12 or more tokens).
+ */
+function ackSubjectNumber(reply: string, which: 'delivered' | 'seq'): number {
+  const tokens = reply.split('.');
+  const base = tokens.length === 9 ? 4 : 6;
+  return Number(tokens[base + (which === 'delivered' ? 0 : 1)]);
 }
 
 function randomId(): string {

@@ -6,11 +6,10 @@ import { InvalidArgumentError } from '@duetime/core';
  * inside them.
  *
  * - `<prefix>_store` holds the transactional store, one subject per thing, so that every write is a
- *   JetStream primitive: a schedule's record (`s.<key>`), the due index (`q.<hour>.<second>`, one subject
- *   per second of due time, and `h.<hour>`, one per hour that has any), aggregates' events
- *   (`e.<aggregate>.<sequence>`), dead letters (`x.<key>`), delivery claims (`c.<key>`) and the store's
- *   format record (`meta`). See
- *   docs/design.md.
+ *   JetStream primitive: a schedule's record (`s.<key>`), its timer (`t.<key>`, a JetStream message
+ *   schedule), what the timer fires (`f.<key>`, read by one durable consumer whose pending
+ *   acknowledgements are the deliveries' claims), aggregates' events (`e.<aggregate>.<sequence>`), dead
+ *   letters (`x.<key>`) and the store's format record (`meta`). See docs/design.md.
  * - `<prefix>_lease` holds leases, calendar cursors and the server-clock probe.
  *
  * Schedule keys keep their `/`-separated structure as subject tokens (so a key prefix of whole segments is
@@ -26,28 +25,29 @@ export interface Layout {
   readonly storeSubjects: readonly string[];
   /** The store's format record: written once, never purged, so the stream is never empty. */
   readonly meta: string;
-  /** Core-NATS subject (not stored) announcing commits that put schedules. */
-  readonly wake: string;
   /** A schedule's record. */
   record(key: string): string;
   /** A filter matching the records whose keys may start with `prefix` (a superset: check the keys). */
   recordFilter(prefix: string): string;
   /** The key of a record subject. */
   keyOfRecord(subject: string): string;
-  /** The due-index subject of an instant (one per second). */
-  bucket(ms: number): string;
-  /** The due-index subjects of one hour: `q.<hour>.*`. */
-  bucketsOf(hour: number): string;
-  /** The marker of an hour that has due-index subjects. */
-  hourMarker(hour: number): string;
-  readonly hourMarkers: string;
+  /** A schedule's timer: a message schedule firing into {@link Layout.fire} at the schedule's due time. */
+  timer(key: string): string;
+  /** Where a schedule's timer fires. */
+  fire(key: string): string;
+  /** The key of a fire subject. */
+  keyOfFire(subject: string): string;
+  /** Every fire subject: the filter of the fires consumer. */
+  readonly fires: string;
+  /** The durable consumer of the fires: its pending acknowledgements are the deliveries' claims. */
+  readonly firesConsumer: string;
+  /** Subjects of the earlier layout (store format 1: a due index and claim markers of its own). */
+  readonly format1Subjects: readonly string[];
   /** An aggregate's event with `sequence` (1-based). */
   event(aggregateId: string, sequence: number): string;
   /** All events of an aggregate. */
   events(aggregateId: string): string;
   deadLetter(key: string): string;
-  /** A delivery's claim on a schedule key (see store/claims.ts). */
-  claim(key: string): string;
   deadLetterFilter(prefix: string): string;
   keyOfDeadLetter(subject: string): string;
   lease(key: string): string;
@@ -105,19 +105,6 @@ export function tokensKey(tokens: string): string {
   return tokens.split('.').map(tokenSegment).join('/');
 }
 
-const HOUR_MS = 3_600_000;
-
-/** The hour and the second within it of an instant (floor division, so instants before 1970 work too). */
-export function bucketOf(ms: number): { hour: number; second: number } {
-  const hour = Math.floor(ms / HOUR_MS);
-  return { hour, second: Math.floor((ms - hour * HOUR_MS) / 1000) };
-}
-
-/** The first instant of a bucket. */
-export function bucketStart(hour: number, second: number): number {
-  return hour * HOUR_MS + second * 1000;
-}
-
 /**
  * A subject filter for the keys under a literal prefix: its whole segments become literal tokens and the
  * rest a wildcard, so the server narrows the search and the caller checks `startsWith` (`a/b/` and `a/bc`
@@ -137,23 +124,20 @@ export function layout(prefix: string): Layout {
     prefix: p,
     storeStream: `${p}_store`,
     leaseStream: `${p}_lease`,
-    storeSubjects: [`${p}.s.>`, `${p}.q.>`, `${p}.h.>`, `${p}.e.>`, `${p}.x.>`, `${p}.c.>`, `${p}.meta`],
+    storeSubjects: [`${p}.s.>`, `${p}.t.>`, `${p}.f.>`, `${p}.e.>`, `${p}.x.>`, `${p}.meta`],
     meta: `${p}.meta`,
-    wake: `${p}.wake`,
     record: (key) => `${s}.${keyTokens(key)}`,
     recordFilter: (prefix) => prefixFilter(s, prefix),
     keyOfRecord: (subject) => tokensKey(subject.slice(s.length + 1)),
-    bucket: (ms) => {
-      const { hour, second } = bucketOf(ms);
-      return `${p}.q.${hour}.${second}`;
-    },
-    bucketsOf: (hour) => `${p}.q.${hour}.*`,
-    hourMarker: (hour) => `${p}.h.${hour}`,
-    hourMarkers: `${p}.h.*`,
+    timer: (key) => `${p}.t.${keyTokens(key)}`,
+    fire: (key) => `${p}.f.${keyTokens(key)}`,
+    keyOfFire: (subject) => tokensKey(subject.slice(p.length + 3)),
+    fires: `${p}.f.>`,
+    firesConsumer: `${p}_fires`,
+    format1Subjects: [`${p}.q.>`, `${p}.h.>`, `${p}.c.>`],
     event: (id, sequence) => `${p}.e.${segmentToken(id)}.${sequence}`,
     events: (id) => `${p}.e.${segmentToken(id)}.*`,
     deadLetter: (key) => `${x}.${keyTokens(key)}`,
-    claim: (key) => `${p}.c.${keyTokens(key)}`,
     deadLetterFilter: (prefix) => prefixFilter(x, prefix),
     keyOfDeadLetter: (subject) => tokensKey(subject.slice(x.length + 1)),
     lease: (key) => `${p}.lease.l.${token(key)}`,

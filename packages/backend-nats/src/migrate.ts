@@ -11,8 +11,8 @@ import { serverVersion } from './connection.js';
 import { isStreamNotFound } from './errors.js';
 import { type BatchMessage, MAX_ATOMIC_BATCH, NatsIo, type StoredMessage } from './io.js';
 import { type Layout, layout as makeLayout } from './layout.js';
-import { indexMessages } from './store/commit.js';
-import { type DuePair, encodeEvent, encodeRecord, type RecordValue } from './store/records.js';
+import { newTimerId, timerMessage } from './store/plan.js';
+import { encodeEvent, encodeRecord, type RecordValue } from './store/records.js';
 
 /**
  * Moving a store of the earlier NATS format (duetime 0.1: a commit log in `<prefix>_log` applied to
@@ -143,22 +143,19 @@ export async function migrateLegacyNatsStore(
       `stream ${layout.storeStream} already holds a store that was not made by this migration (its versions start at ${store.versionBase}, the old store's at ${meta.version}); delete it first if it holds nothing you need`,
     );
 
-  // Schedules keep their versions; each batch is atomic (a record with its due-index entries).
-  const PER_BATCH = Math.floor(MAX_ATOMIC_BATCH / 3);
+  // Schedules keep their versions; each batch is atomic (a record with its timer).
+  const PER_BATCH = Math.floor(MAX_ATOMIC_BATCH / 2);
   for (let i = 0; i < schedules.length; i += PER_BATCH) {
-    const chunk = schedules.slice(i, i + PER_BATCH);
     const messages: BatchMessage[] = [];
-    const pairs: DuePair[] = [];
-    for (const r of chunk) {
-      const value: RecordValue = { at: r.at, due: r.dueAt, m: r.message, n: r.attempts, v: r.version };
-      messages.push({
-        subject: layout.record(r.key),
-        data: encodeRecord(value),
-        headers: { 'Nats-Rollup': 'sub' },
-      });
-      pairs.push([r.key, r.dueAt]);
+    for (const r of schedules.slice(i, i + PER_BATCH)) {
+      const t = newTimerId();
+      const value: RecordValue = { at: r.at, due: r.dueAt, m: r.message, n: r.attempts, v: r.version, t };
+      messages.push(
+        { subject: layout.record(r.key), data: encodeRecord(value), headers: { 'Nats-Rollup': 'sub' } },
+        timerMessage(layout, r.key, r.dueAt, t, 0),
+      );
     }
-    await publish(io, [...messages, ...indexMessages(layout, pairs)]);
+    await publish(io, messages);
   }
   const ordered = [...events.values()].sort((a, b) =>
     a.aggregateId < b.aggregateId ? -1 : a.aggregateId > b.aggregateId ? 1 : a.sequence - b.sequence,

@@ -1,5 +1,11 @@
-import { randomBytes } from 'node:crypto';
-import { type Backend, type Clock, defineBackend, InvalidArgumentError, type Logger } from '@duetime/core';
+import {
+  type Backend,
+  type Clock,
+  defineBackend,
+  InvalidArgumentError,
+  type Logger,
+  NotSupportedError,
+} from '@duetime/core';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   checkConnection,
@@ -123,21 +129,25 @@ export const createNatsBackend = defineBackend<
     ctx.onClose(() => io.close());
     await refuseLegacyStore(io, layout, ctx.logger);
     let meta: Awaited<ReturnType<typeof readMeta>>;
-    if (s.migrate) meta = await ensureStore(io, layout, s, 0);
+    if (s.migrate) meta = await ensureStore(io, layout, s, 0, s.claims.ttlMs);
     else {
       await requireStream(io, layout.storeStream, layout);
       meta = await readMeta(io, layout);
+      if (meta.version === 1)
+        throw new NotSupportedError(
+          `stream ${layout.storeStream} holds a store of format 1 (a due index of its own); open it once with migrate: true to move it to format 2 (JetStream timers) in place, after stopping every process of the earlier version`,
+        );
     }
     await ensureLeaseStream(io, layout, s);
     const serverClock = new ServerClock(io, layout);
     const store = new NatsStoreAdapter({
-      claims: s.claims,
       io,
       layout,
       versionBase: meta.versionBase,
       atomicBatchLimit: s.atomicBatchLimit,
+      claimTtlMs: s.claims.ttlMs,
+      fireAheadMs: s.fireAheadMs,
       logger: ctx.logger,
-      origin: randomBytes(8).toString('hex'),
       serverNow: () => serverClock.now(),
     });
     ctx.onClose(logConnectionStatus(nc, ctx.logger, `nats backend ${layout.prefix}`));
@@ -150,7 +160,7 @@ export const createNatsBackend = defineBackend<
         multiProcess: true,
         durable: true,
         sql: false,
-        exclusiveClaims: s.claims.mode !== 'off',
+        exclusiveClaims: true,
       },
       describe: `nats backend ${layout.prefix} on ${nc.getServer()}`,
       extra: {

@@ -11,7 +11,15 @@ import {
 } from '@duetime/core';
 import { MAX_ATOMIC_BATCH } from './io.js';
 import { validPrefix } from './layout.js';
-import type { ClaimSettings } from './store/claims.js';
+import { DEFAULT_CLAIM_TTL_MS } from './setup.js';
+
+/** How deliveries claim schedules: every delivery's claim is a pending acknowledgement of the fires consumer. */
+export interface ClaimSettings {
+  /** As given (`auto`, `always` or `off`): kept for compatibility, no longer changes anything. */
+  mode: 'auto' | 'always' | 'off';
+  /** The fires consumer's `ack_wait`: how long an unrenewed claim lives. */
+  ttlMs: number;
+}
 
 /** The NATS backend's options, and how they are read. */
 
@@ -46,12 +54,21 @@ export interface NatsBackendOptions {
    */
   atomicBatchLimit?: number;
   /**
-   * Delivery claims across processes (see the README, "Several dispatcher processes"): `'auto'` (default)
-   * claims once other processes are seen delivering from the same store, `'always'` claims every delivery
-   * (the backend then declares `exclusiveClaims`), `false` never claims. `{ mode, ttlMs }` also sets how
-   * long an unrenewed claim lives (default 5,000 ms; whole seconds on the server, at least 1 s).
+   * Delivery claims across processes (see the README, "Several dispatcher processes"). Every delivery
+   * claims what it runs: the claim is the pending acknowledgement of the schedule's fire on the store's
+   * fires consumer, renewed while the processor runs. `{ ttlMs }` sets how long an unrenewed claim lives
+   * (the consumer's `ack_wait`; default 30,000 ms, at least 1,000): a delivery whose process died is
+   * delivered again that long after its last renewal. On a cluster keep it well above a leader election
+   * (several seconds). The modes `'auto'`, `'always'` and `false` of earlier versions are accepted and
+   * change nothing.
    */
   claims?: 'auto' | 'always' | false | { mode?: 'auto' | 'always'; ttlMs?: number };
+  /**
+   * How long before a schedule's due time its timer fires (default 500 ms, 0 to 60,000). The server fires
+   * timers on a 250 ms grid while others keep falling due; a delivery holds a fire that came early
+   * (claimed, renewed) until its due instant and runs it then, so schedules run on time. Never before due.
+   */
+  fireAheadMs?: number;
   /**
    * Create the streams when missing (default true). With `false` the backend opens an existing store only
    * and writes nothing while opening: a prefix without a store is a `NotFoundError` (`DUETIME_NOT_FOUND`).
@@ -79,6 +96,7 @@ export interface Settings {
   replicas: number;
   storage: 'file' | 'memory';
   atomicBatchLimit: number;
+  fireAheadMs: number;
   /** Deprecated options that were given (warned about when the backend opens). */
   deprecated: string[];
 }
@@ -106,6 +124,7 @@ export function readSettings(read: OptionReader): Settings {
       min: MAX_ATOMIC_BATCH,
       max: 1_000_000,
     }),
+    fireAheadMs: read.integer('fireAheadMs', 500, { min: 0, max: 60_000 }),
     deprecated,
   };
 }
@@ -131,7 +150,7 @@ export function readPlainOptions(
 
 function claimSettings(value: unknown): ClaimSettings {
   const ttl = (ms: unknown) => {
-    if (ms === undefined) return 5000;
+    if (ms === undefined) return DEFAULT_CLAIM_TTL_MS;
     const value = duration('options.claims.ttlMs', positiveInteger('options.claims.ttlMs', ms), {
       max: MAX_TIMER_MS,
     });
@@ -143,9 +162,9 @@ function claimSettings(value: unknown): ClaimSettings {
       );
     return value;
   };
-  if (value === undefined || value === 'auto') return { mode: 'auto', ttlMs: 5000 };
-  if (value === 'always') return { mode: 'always', ttlMs: 5000 };
-  if (value === false) return { mode: 'off', ttlMs: 5000 };
+  if (value === undefined || value === 'auto') return { mode: 'auto', ttlMs: DEFAULT_CLAIM_TTL_MS };
+  if (value === 'always') return { mode: 'always', ttlMs: DEFAULT_CLAIM_TTL_MS };
+  if (value === false) return { mode: 'off', ttlMs: DEFAULT_CLAIM_TTL_MS };
   if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
     const { mode, ttlMs, ...rest } = value as { mode?: unknown; ttlMs?: unknown };
     const unknown = Object.keys(rest);

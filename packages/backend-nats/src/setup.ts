@@ -1,9 +1,12 @@
 import { CorruptDataError, type Logger, NotFoundError, NotSupportedError } from '@duetime/core';
+import { AckPolicy, DeliverPolicy } from '@nats-io/jetstream';
 import { type ServerVersion, versionAtLeast } from './connection.js';
 import { isStreamNotFound } from './errors.js';
-import type { NatsIo } from './io.js';
+import { type BatchMessage, MAX_ATOMIC_BATCH, type NatsIo } from './io.js';
+import { isNotFound } from './jetstream-scheduler/errors.js';
 import type { Layout } from './layout.js';
-import type { MetaValue } from './store/records.js';
+import { timerMessage } from './store/plan.js';
+import { isTombstone, type MetaValue, type RecordValue, timerIdOf } from './store/records.js';
 import { ensureAnchor, whileStarting } from './streams.js';
 
 /** Creating and checking the backend's streams when it opens. */
@@ -44,14 +47,29 @@ export function requireStoreServer(version: ServerVersion, url: string): void {
     );
 }
 
-/** Creates (or checks) the store stream and its format record. */
+/** The fires consumer's `ack_wait` when none is given: how long an unrenewed claim lives. */
+export const DEFAULT_CLAIM_TTL_MS = 30_000;
+
+/**
+ * Creates (or checks) the store stream, its format record and the fires consumer. A store of format 1
+ * (its own due index and claim markers) is moved to format 2 in place first: see {@link upgradeFormat1}.
+ */
 export async function ensureStore(
   io: NatsIo,
   layout: Layout,
   s: Pick<StreamOptions, 'storage' | 'replicas'>,
   versionBase: number,
+  claimTtlMs = DEFAULT_CLAIM_TTL_MS,
 ): Promise<MetaValue> {
-  await io.ensureStream({
+  await upgradeFormat1(io, layout, claimTtlMs);
+  await io.ensureStream(storeStream(layout, s));
+  const meta = await ensureMeta(io, layout, versionBase);
+  await ensureFiresConsumer(io, layout, claimTtlMs);
+  return meta;
+}
+
+function storeStream(layout: Layout, s: Pick<StreamOptions, 'storage' | 'replicas'>) {
+  return {
     name: layout.storeStream,
     subjects: layout.storeSubjects,
     maxPerSubject: -1,
@@ -59,8 +77,95 @@ export async function ensureStore(
     replicas: s.replicas,
     duplicateWindowMs: DUPLICATE_WINDOW_MS,
     atomic: true,
+    schedules: true,
+  };
+}
+
+/**
+ * The durable pull consumer of the fires: explicit acknowledgements with `ack_wait` = the claims' time to
+ * live, delivered again as often as it takes. An existing one with another `ack_wait` takes this one's.
+ */
+export async function ensureFiresConsumer(io: NatsIo, layout: Layout, claimTtlMs: number): Promise<void> {
+  const ackWait = claimTtlMs * 1_000_000;
+  await whileStarting(async () => {
+    let info: Awaited<ReturnType<typeof io.jsm.consumers.info>> | undefined;
+    try {
+      info = await io.jsm.consumers.info(layout.storeStream, layout.firesConsumer);
+    } catch (error) {
+      if (!isNotFound(error)) throw io.error(error, `read consumer ${layout.firesConsumer}`);
+    }
+    if (info && info.config.ack_wait === ackWait) return;
+    if (info) {
+      await io.jsm.consumers.update(layout.storeStream, layout.firesConsumer, { ack_wait: ackWait });
+      return;
+    }
+    try {
+      await io.jsm.consumers.add(layout.storeStream, {
+        durable_name: layout.firesConsumer,
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.All,
+        filter_subject: layout.fires,
+        ack_wait: ackWait,
+        max_deliver: -1,
+        max_ack_pending: -1,
+      });
+    } catch (error) {
+      // Another process may have created it first.
+      try {
+        await io.jsm.consumers.info(layout.storeStream, layout.firesConsumer);
+      } catch {
+        throw io.error(error, `create consumer ${layout.firesConsumer}`);
+      }
+    }
   });
-  return ensureMeta(io, layout, versionBase);
+}
+
+/**
+ * Moves a store of format 1 to format 2 in place (once; a rerun or a concurrent one does the same again):
+ * message schedules are turned on for the stream (they cannot be turned off again), every live record
+ * gets its timer, the format record says 2, and the subjects of the old due index and claim markers are
+ * purged and dropped from the stream. Processes of the earlier version must be stopped first: they write
+ * records without timers.
+ */
+async function upgradeFormat1(io: NatsIo, layout: Layout, claimTtlMs: number): Promise<void> {
+  let info: Awaited<ReturnType<typeof io.jsm.streams.info>>;
+  try {
+    info = await io.jsm.streams.info(layout.storeStream);
+  } catch (error) {
+    if (isStreamNotFound(error)) return;
+    throw io.error(error, `read stream ${layout.storeStream}`);
+  }
+  const config = info.config;
+  // Not a store of format 1 (or one moved already): nothing to do here; ensureStream checks the rest.
+  if (!layout.format1Subjects.every((subject) => config.subjects?.includes(subject))) return;
+  const meta = await readMeta(io, layout);
+  const subjects = [...new Set([...(config.subjects ?? []), ...layout.storeSubjects])];
+  await io.jsm.streams.update(layout.storeStream, { ...config, subjects, allow_msg_schedules: true });
+  await ensureFiresConsumer(io, layout, claimTtlMs);
+  let batch: BatchMessage[] = [];
+  const flush = async () => {
+    if (batch.length > 0) await io.atomicPublish(batch);
+    batch = [];
+  };
+  for await (const m of io.scan(layout.storeStream, layout.recordFilter(''))) {
+    if (isTombstone(m)) continue;
+    const r = m.json<RecordValue>();
+    batch.push(timerMessage(layout, layout.keyOfRecord(m.subject), r.due, timerIdOf(m), 0));
+    if (batch.length >= MAX_ATOMIC_BATCH) await flush();
+  }
+  await flush();
+  if (meta.version === 1) {
+    const old = await io.last(layout.storeStream, layout.meta);
+    const value: MetaValue = { ...meta, version: 2 };
+    // Another process moving it at once wrote it first: the same record.
+    await io.publish(layout.meta, JSON.stringify(value), {
+      ...(old ? { expectSubjectSeq: old.seq } : {}),
+      headers: { 'Nats-Rollup': 'sub' },
+    });
+  }
+  for (const filter of layout.format1Subjects) await io.purge(layout.storeStream, { filter });
+  const now = await io.jsm.streams.info(layout.storeStream);
+  await io.jsm.streams.update(layout.storeStream, { ...now.config, subjects: [...layout.storeSubjects] });
 }
 
 /** Refuses to go on when `stream` is missing (opening with `migrate: false`). */
@@ -81,7 +186,7 @@ export async function requireStream(io: NatsIo, stream: string, layout: Layout):
  * never purged, so the stream is never empty and its sequences (the versions) never restart.
  */
 export async function ensureMeta(io: NatsIo, layout: Layout, versionBase: number): Promise<MetaValue> {
-  const value: MetaValue = { format: 'duetime-nats-store', version: 1, versionBase };
+  const value: MetaValue = { format: 'duetime-nats-store', version: 2, versionBase };
   await whileStarting(() => io.publish(layout.meta, JSON.stringify(value), { expectSubjectSeq: 0 }));
   return whileStarting(() => readMeta(io, layout));
 }
@@ -98,7 +203,7 @@ export async function readMeta(io: NatsIo, layout: Layout): Promise<MetaValue> {
     throw new CorruptDataError(
       `stream ${layout.storeStream} holds no duetime store format record on ${layout.meta}`,
     );
-  if (meta.version !== 1)
+  if (meta.version !== 1 && meta.version !== 2)
     throw new NotSupportedError(
       `stream ${layout.storeStream} holds a store of format ${String(meta.version)}, which this version of @duetime/backend-nats cannot read; upgrade it`,
     );

@@ -43,6 +43,8 @@ export interface StreamSettings {
   subjects: readonly string[];
   /** Atomic batch publish, rollup headers and per-message TTLs (the store stream). */
   atomic?: boolean;
+  /** JetStream message schedules (the store stream's timers; NATS 2.12 and later). */
+  schedules?: boolean;
   maxPerSubject: number;
   storage: 'file' | 'memory';
   replicas: number;

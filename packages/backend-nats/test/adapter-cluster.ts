@@ -11,5 +11,5 @@ export const NATS_CLUSTER_URLS = (
 
 /** The conformance suite's entry for the cluster: streams with three replicas. */
 export async function open(namespace: string): Promise<Backend> {
-  return openOn(NATS_CLUSTER_URLS, namespace, { replicas: 3 });
+  return openOn(NATS_CLUSTER_URLS, namespace, { replicas: 3, claims: { ttlMs: 5000 } });
 }

@@ -40,7 +40,7 @@ export async function openOn(
 
 /** The conformance suite's entry: a backend on the shared NATS server >= 2.12. */
 export async function open(namespace: string): Promise<Backend> {
-  return openOn(NATS_STORE_URL, namespace);
+  return openOn(NATS_STORE_URL, namespace, { claims: { ttlMs: 5000 } });
 }
 
 /** Deletes the streams of every namespace this process opened. */

@@ -1,40 +1,21 @@
-import { freshNamespace, waitFor } from '@duetime/conformance';
+import { waitFor } from '@duetime/conformance';
 import { Dispatcher, NotFoundError, NotSupportedError } from '@duetime/core';
 import { jetstreamManager } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  connectNats,
-  createNatsBackend,
-  deleteNatsBackendData,
-  LegacyStoreError,
-  migrateNatsStore,
-} from '../src/index.js';
-import { NATS_STORE_URL } from './adapter.js';
+import { describe, expect, it } from 'vitest';
+import { createNatsBackend, LegacyStoreError, migrateNatsStore } from '../src/index.js';
 import { writeLegacyStore } from './fixtures/legacy-store.js';
+import { storeConnection } from './store-connection.js';
 
 const HOUR = 3_600_000;
 
 describe('moving a store of the earlier NATS format (0.1) to the current one', () => {
-  let nc: NatsConnection;
-  const prefixes: string[] = [];
-  beforeAll(async () => {
-    nc = await connectNats(NATS_STORE_URL);
-  });
-  afterAll(async () => {
-    for (const prefix of prefixes) await deleteNatsBackendData(nc, prefix).catch(() => {});
-    await nc.close();
-  });
-  const fresh = () => {
-    const prefix = freshNamespace();
-    prefixes.push(prefix);
-    return prefix;
-  };
+  const connection = storeConnection();
+  const fresh = () => connection.fresh();
 
   it('moves pending schedules (versions, attempts, due times) and events, then opens and delivers them', async () => {
     const prefix = fresh();
     const now = Date.now();
-    await writeLegacyStore(nc, prefix, {
+    await writeLegacyStore(connection.nc, prefix, {
       version: 41,
       schedules: [
         {
@@ -70,9 +51,11 @@ describe('moving a store of the earlier NATS format (0.1) to the current one', (
       ],
     });
     // The new version refuses the old store, naming the command.
-    await expect(createNatsBackend({ connection: nc }, { prefix })).rejects.toBeInstanceOf(LegacyStoreError);
+    await expect(createNatsBackend({ connection: connection.nc }, { prefix })).rejects.toBeInstanceOf(
+      LegacyStoreError,
+    );
 
-    const dry = await migrateNatsStore({ connection: nc }, { prefix, dryRun: true });
+    const dry = await migrateNatsStore({ connection: connection.nc }, { prefix, dryRun: true });
     expect(dry).toMatchObject({
       schedules: 3,
       events: 3,
@@ -81,15 +64,17 @@ describe('moving a store of the earlier NATS format (0.1) to the current one', (
       deleted: [],
       dryRun: true,
     });
-    const jsm = await jetstreamManager(nc);
+    const jsm = await jetstreamManager(connection.nc);
     await expect(jsm.streams.info(`${prefix}_store`)).rejects.toThrow(/not found/);
 
-    const report = await migrateNatsStore({ connection: nc }, { prefix });
+    const report = await migrateNatsStore({ connection: connection.nc }, { prefix });
     expect(report).toMatchObject({ schedules: 3, events: 3, deleted: [`${prefix}_log`, `${prefix}_state`] });
     // Running it again finds nothing of the old format.
-    await expect(migrateNatsStore({ connection: nc }, { prefix })).rejects.toBeInstanceOf(NotFoundError);
+    await expect(migrateNatsStore({ connection: connection.nc }, { prefix })).rejects.toBeInstanceOf(
+      NotFoundError,
+    );
 
-    const backend = await createNatsBackend({ connection: nc }, { prefix });
+    const backend = await createNatsBackend({ connection: connection.nc }, { prefix });
     try {
       const { store } = backend;
       expect(await store.loadSchedule('order/3/expire')).toBeUndefined();
@@ -129,23 +114,25 @@ describe('moving a store of the earlier NATS format (0.1) to the current one', (
 
   it('refuses an old store that is not at rest: a plan open, or commits not applied yet', async () => {
     const open = fresh();
-    await writeLegacyStore(nc, open, { version: 3, schedules: [], openPlan: true });
-    await expect(migrateNatsStore({ connection: nc }, { prefix: open })).rejects.toThrow(
+    await writeLegacyStore(connection.nc, open, { version: 3, schedules: [], openPlan: true });
+    await expect(migrateNatsStore({ connection: connection.nc }, { prefix: open })).rejects.toThrow(
       /has a transaction being applied; open it once with @duetime\/backend-nats 0\.1/,
     );
     const waiting = fresh();
-    await writeLegacyStore(nc, waiting, { version: 3, schedules: [], unapplied: 2 });
-    const error = await migrateNatsStore({ connection: nc }, { prefix: waiting }).catch((e: unknown) => e);
+    await writeLegacyStore(connection.nc, waiting, { version: 3, schedules: [], unapplied: 2 });
+    const error = await migrateNatsStore({ connection: connection.nc }, { prefix: waiting }).catch(
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(NotSupportedError);
     expect((error as Error).message).toMatch(/commits that are not applied yet/);
     // Nothing was written.
-    const jsm = await jetstreamManager(nc);
+    const jsm = await jetstreamManager(connection.nc);
     await expect(jsm.streams.info(`${waiting}_store`)).rejects.toThrow(/not found/);
   });
 
   it('keeps the old streams when asked, and opens the migrated store beside them', async () => {
     const prefix = fresh();
-    await writeLegacyStore(nc, prefix, {
+    await writeLegacyStore(connection.nc, prefix, {
       version: 5,
       schedules: [
         {
@@ -158,11 +145,11 @@ describe('moving a store of the earlier NATS format (0.1) to the current one', (
         },
       ],
     });
-    const report = await migrateNatsStore({ connection: nc }, { prefix, keepOld: true });
+    const report = await migrateNatsStore({ connection: connection.nc }, { prefix, keepOld: true });
     expect(report.deleted).toEqual([]);
     const warnings: string[] = [];
     const backend = await createNatsBackend(
-      { connection: nc },
+      { connection: connection.nc },
       { prefix, logger: { debug() {}, info() {}, warn: (m) => warnings.push(m), error() {} } },
     );
     try {

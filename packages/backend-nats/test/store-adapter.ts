@@ -3,7 +3,6 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { connectNats } from '../src/index.js';
 import { NatsIo } from '../src/io.js';
 import { layout } from '../src/layout.js';
-import { ServerClock } from '../src/server-clock.js';
 import { readMeta } from '../src/setup.js';
 import { NatsStoreAdapter, type NatsStoreContext } from '../src/store/adapter.js';
 import { NATS_STORE_URL } from './adapter.js';
@@ -16,22 +15,21 @@ const connections: NatsConnection[] = [];
  */
 export async function storeAdapterOn(
   namespace: string,
-  options: Partial<Pick<NatsStoreContext, 'claims' | 'repairEveryMs' | 'repairGraceMs'>> = {},
+  options: Partial<Pick<NatsStoreContext, 'claimTtlMs' | 'fireAheadMs'>> = {},
 ): Promise<{ adapter: NatsStoreAdapter; io: NatsIo }> {
   const nc = await connectNats(NATS_STORE_URL);
   connections.push(nc);
   const io = await NatsIo.open(nc, 5000, 30_000);
   const l = layout(namespace);
   const meta = await readMeta(io, l);
-  const clock = new ServerClock(io, l);
   const adapter = new NatsStoreAdapter({
-    claims: { mode: 'off', ttlMs: 5000 },
     io,
     layout: l,
     versionBase: meta.versionBase,
+    claimTtlMs: 5000,
+    fireAheadMs: 500,
     logger: silentLogger,
-    origin: `test-${namespace}-${connections.length}`,
-    serverNow: () => clock.now(),
+    serverNow: async () => Date.now(),
     ...options,
   });
   return { adapter, io };

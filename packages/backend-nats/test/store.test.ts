@@ -2,7 +2,10 @@ import { freshNamespace, waitFor } from '@duetime/conformance';
 import {
   aggregate,
   type Backend,
+  Dispatcher,
+  intervalFrom,
   type Message,
+  recurring,
   type Schedule,
   type Settlement,
   type StoreChange,
@@ -23,7 +26,7 @@ const msg = (id: string, data?: unknown): Message => ({
   ...(data ? { data } : {}),
 });
 
-/** The subjects of the store stream that hold messages, by kind (`s`, `q`, `h`, `e`, `x`, `meta`). */
+/** The subjects of the store stream that hold messages, by kind (`s`, `t`, `f`, `e`, `x`, `meta`). */
 async function subjectsByKind(namespace: string): Promise<Map<string, string[]>> {
   const nc = await connectNats(NATS_STORE_URL);
   try {
@@ -75,7 +78,7 @@ describe('nats store adapter', () => {
   });
   afterAll(deleteOpened, 60_000);
 
-  it('pages through thousands of schedules in (at, key) order, and answers the due index by due time', async () => {
+  it('pages through thousands of schedules in (at, key) order, and lists them by due time', async () => {
     const { store, namespace } = await open();
     const adapter = await adapterOf(namespace);
     const base = Date.now() + HOUR;
@@ -108,13 +111,14 @@ describe('nats store adapter', () => {
     const expected = seen.filter((s) => s.key.startsWith('page/05/') && s.at <= through.getTime());
     expect(prefixed.map((s) => s.key)).toEqual(expected.map((s) => s.key));
 
-    // The due index: the first second's schedules, and nothing of later seconds.
+    // By due time: the first second's schedules, and nothing of later seconds.
     const dueBy = async (at: Date) =>
       (await store.pageSchedules({ order: 'due', through: at, limit: 1000 })).items.map((s) => s.key);
     const first = await dueBy(new Date(base));
     expect(first.sort()).toEqual(seen.filter((s) => s.at === base).map((s) => s.key));
     expect(await store.nextDueAt()).toEqual(new Date(base));
-    // A failed attempt moves one schedule behind the others of its second, atomically with its part.
+    // A failed attempt moves one schedule behind the others of its second, atomically with its part (a
+    // delivery on a clock an hour ahead of the server's: it reads the records for what is due by it).
     const [claimed] = await deliver(adapter, new Date(base), 1, () => ({
       outcome: 'retry',
       failure: { attempts: 1, dueAt: new Date(base + 1500), error: 'x' },
@@ -135,7 +139,7 @@ describe('nats store adapter', () => {
     expect(await store.nextDueAt()).toBeUndefined();
   }, 120_000);
 
-  it('removes the due index of what was delivered: no stale entries or hour markers stay behind', async () => {
+  it('delivers each schedule from its fire once, drops stale fires, and purges the fires it acknowledged', async () => {
     const backend = await open();
     const { store } = backend;
     const adapter = await adapterOf(backend.namespace);
@@ -143,22 +147,32 @@ describe('nats store adapter', () => {
     await store.transact(async (tx) => {
       for (let i = 0; i < 50; i++) await tx.schedule(`gone/${i}`, new Date(past + (i % 5) * 1000), msg('g'));
     });
-    // Cancelled and replaced ones leave stale entries behind, too.
+    // Fired already: the fires of the cancelled and the replaced ones are stale.
+    await waitFor('the first timers to fire', async () => (await subjectsByKind(backend.namespace)).has('f'));
     await store.transact(async (tx) => {
       for (let i = 0; i < 10; i++) await tx.cancelSchedule(`gone/${i}`);
       for (let i = 10; i < 20; i++) await tx.schedule(`gone/${i}`, new Date(past + 2500), msg('g'));
     });
-    let drained = 0;
-    for (let round = 0; round < 10 && drained < 40; round++) {
-      drained += (await deliver(adapter, new Date(), 100)).length;
-    }
-    expect(drained).toBe(40);
-    expect(await store.nextDueAt()).toBeUndefined();
-    await waitFor('the due index to be purged', async () => {
-      const kinds = await subjectsByKind(backend.namespace);
-      return !kinds.has('q') && !kinds.has('h');
+    const delivered: string[] = [];
+    await waitFor('40 schedules delivered', async () => {
+      delivered.push(...(await deliver(adapter, new Date(), 100)).map((s) => s.key));
+      return delivered.length >= 40;
     });
-  });
+    expect(new Set(delivered).size).toBe(40);
+    expect(delivered.filter((k) => Number(k.split('/')[1]) < 10)).toEqual([]);
+    // Nothing more comes: every fire left is stale.
+    expect(await deliver(adapter, new Date(), 100)).toEqual([]);
+    expect(await store.nextDueAt()).toBeUndefined();
+    await waitFor(
+      'the fires to be purged',
+      async () => {
+        await deliver(adapter, new Date(), 100);
+        const kinds = await subjectsByKind(backend.namespace);
+        return !kinds.has('f') && !kinds.has('q') && !kinds.has('h') && !kinds.has('c');
+      },
+      { timeoutMs: 30_000 },
+    );
+  }, 60_000);
 
   it('keeps an aggregate’s events gapless when instances append concurrently (conflicts re-run)', async () => {
     const first = await open();
@@ -182,14 +196,16 @@ describe('nats store adapter', () => {
     const adapter = await adapterOf(namespace);
     const versions: number[] = [];
     for (let round = 0; round < 3; round++) {
-      // Through the adapter that claims next: its due index knows of its own writes at once (another
-      // instance's are announced by wake-ups, or found when its listing of the index expires).
       await adapter.commit(await adapter.begin(), {
         writes: [{ op: 'put', key: 'v/1', at: new Date(Date.now() - 1000), message: msg('v') }],
         settlements: [],
       });
       versions.push((await store.loadSchedule('v/1'))!.version);
-      const claimed = await deliver(adapter, new Date(), 10);
+      const claimed: Schedule[] = [];
+      await waitFor('its fire', async () => {
+        claimed.push(...(await deliver(adapter, new Date(), 10)));
+        return claimed.length > 0;
+      });
       expect(claimed.map((s) => s.key)).toEqual(['v/1']);
       expect(await store.loadSchedule('v/1')).toBeUndefined();
     }
@@ -197,20 +213,96 @@ describe('nats store adapter', () => {
     expect(new Set(versions).size).toBe(3);
   });
 
-  it('tells other instances about commits that schedule, with the earliest deadline', async () => {
+  it('delivers schedules replaced just as their timers fire (a timer the server lost is written again)', async () => {
+    // See test/timer-replaced-as-it-fires.test.ts: the server may drop a timer that replaces one as it fires.
+    const backend = await open();
+    const { store } = backend;
+    const delivered = new Map<string, unknown[]>();
+    const controller = new AbortController();
+    const running = new Dispatcher({
+      store,
+      processor: async (_tx, m, { schedule }) => {
+        delivered.set(schedule.key, [...(delivered.get(schedule.key) ?? []), (m.data as { v: number }).v]);
+      },
+    }).run(controller.signal);
+    const n = 120;
+    const first = Date.now() + 1500;
+    await store.transact(async (tx) => {
+      for (let i = 0; i < n; i++)
+        await tx.schedule(`race/${i}`, new Date(first + i * 20), msg('r', { v: 1 }));
+    });
+    const replacing: Promise<unknown>[] = [];
+    for (let i = 0; i < n; i++) {
+      // Between the instant its timer fires (500 ms before it is due) and 30 ms after.
+      const at = first + i * 20 - 500 + (i % 7) * 5;
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, at - Date.now())));
+      replacing.push(
+        store.transact((tx) => tx.schedule(`race/${i}`, new Date(Date.now() + 1500), msg('r', { v: 2 }))),
+      );
+    }
+    await Promise.all(replacing);
+    await waitFor(
+      'every replacement delivered',
+      () => Array.from({ length: n }, (_, i) => delivered.get(`race/${i}`)?.includes(2)).every(Boolean),
+      { timeoutMs: 30_000 },
+    );
+    controller.abort();
+    await running;
+    expect(await store.nextDueAt()).toBeUndefined();
+    // A replaced one was delivered at most before its replacement, never after it.
+    for (const [key, versions] of delivered) expect(versions.at(-1), key).toBe(2);
+  }, 60_000);
+
+  it('runs each occurrence of a recurring schedule once between two dispatchers of two instances', async () => {
+    const first = await open();
+    const second = await open(first.namespace);
+    const runs: number[] = [];
+    const start = new Date(Date.now() + 1000);
+    await first.store.transact((tx) =>
+      tx.schedule(
+        'tick',
+        recurring(intervalFrom(1000, start), { startAt: start, maxOccurrences: 6 }),
+        msg('t'),
+      ),
+    );
+    const controller = new AbortController();
+    const running = [first, second].map((b) =>
+      new Dispatcher({
+        store: b.store,
+        processor: async (_tx, _m, { occurrence }) => {
+          runs.push(occurrence!.number);
+        },
+      }).run(controller.signal),
+    );
+    await waitFor('six occurrences', async () => (await first.store.loadSchedule('tick')) === undefined, {
+      timeoutMs: 30_000,
+    });
+    // A last look for a repeat: a second run would come within a claim's time.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    controller.abort();
+    await Promise.all(running);
+    expect(runs.sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6]);
+  }, 60_000);
+
+  it('tells other instances of schedules as they fall due, with the due instant, and not before', async () => {
     const first = await open();
     const second = await open(first.namespace);
     const changes: StoreChange[] = [];
     const stop = first.store.onChange((change) => changes.push(change));
-    const at = new Date(Date.now() + HOUR);
+    await waitFor('the channel to be live', () => first.store.watching);
+    const at = new Date(Date.now() + 1500);
+    const later = new Date(Date.now() + HOUR);
     await second.store.transact(async (tx) => {
-      await tx.schedule('wake/2', new Date(at.getTime() + 5), msg('w'));
+      await tx.schedule('wake/later', later, msg('w'));
       await tx.schedule('wake/1', at, msg('w'));
     });
-    // The channel's own reports (`live`) are remote changes too, without a deadline.
-    const commits = () => changes.filter((c) => c.remote && c.channel === undefined);
-    await waitFor('a remote change', () => commits().length > 0);
-    expect(commits()[0]?.earliest).toEqual(at);
+    // The channel's own reports (`live`) are remote changes too, without a deadline; so are its looks
+    // for lapsed claims.
+    const due = () => changes.filter((c) => c.remote && c.earliest !== undefined);
+    await waitFor('a schedule falling due', () => due().length > 0);
+    expect(due().map((c) => c.earliest)).toEqual([at]);
+    // Fired ahead of its due instant (fireAheadMs), never more.
+    expect(Date.now()).toBeGreaterThanOrEqual(at.getTime() - 500);
     stop();
   });
 });

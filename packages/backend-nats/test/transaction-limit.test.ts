@@ -67,7 +67,7 @@ describe('the atomic batch limit of the NATS server', () => {
     const port = await freePort();
     writeFileSync(
       join(dir, 'server.conf'),
-      `listen: "127.0.0.1:${port}"\njetstream {\n  store_dir: "${join(dir, 'store')}"\n  limits { batch { max_msgs: 6000 } }\n}\n`,
+      `listen: "127.0.0.1:${port}"\njetstream {\n  store_dir: "${join(dir, 'store')}"\n  limits { batch { max_msgs: 12000 } }\n}\n`,
     );
     const child = spawn(newerNatsServerBinary(), ['-c', join(dir, 'server.conf')], { stdio: 'ignore' });
     let own: NatsConnection | undefined;
@@ -85,11 +85,11 @@ describe('the atomic batch limit of the NATS server', () => {
       });
       expect(await io.atomicPublish(batchOf('big', 5000))).toMatchObject({ kind: 'stored', count: 5000 });
 
-      // A store told of the server's ceiling commits a transaction of 5,000 schedules whole; one that
-      // keeps to the default refuses it before writing anything.
+      // A store told of the server's ceiling commits a transaction of 5,000 schedules (10,000 messages:
+      // records and timers) whole; one that keeps to the default refuses it before writing anything.
       const url = `nats://127.0.0.1:${port}`;
       const at = new Date(hourAhead());
-      const big = await createNatsBackend({ servers: url }, { prefix: 'wide', atomicBatchLimit: 6000 });
+      const big = await createNatsBackend({ servers: url }, { prefix: 'wide', atomicBatchLimit: 12_000 });
       const small = await createNatsBackend({ servers: url }, { prefix: 'narrow' });
       try {
         await big.store.transact(async (tx) => {
@@ -170,11 +170,11 @@ describe('a transaction larger than one atomic batch', () => {
         code: 'DUETIME_INVALID_ARGUMENT',
         field: 'transaction',
         schedules: 5000,
-        // Its records, and the due-index message of their second and the marker of their hour.
-        messages: 5002,
+        // Its records and their timers.
+        messages: 10_000,
         limit: 1000,
       });
-      expect((error as Error).message).toContain('5000 schedules in 5002 messages');
+      expect((error as Error).message).toContain('5000 schedules in 10000 messages');
       expect((error as Error).message).toContain('at most 1000 messages');
       expect(await store.countSchedules()).toBe(countBefore);
       expect(countBefore).toBe(3);
@@ -193,70 +193,50 @@ describe('a transaction larger than one atomic batch', () => {
       const attempt = () =>
         refusal(
           store.transact(async (tx) => {
-            for (let i = 0; i < 1500; i++) await tx.schedule(`over/${i}`, at, msg('o'));
+            for (let i = 0; i < 750; i++) await tx.schedule(`over/${i}`, at, msg('o'));
           }),
         );
       // Sent, and refused by the server (its default ceiling is 1,000): nothing stored.
       const first = await attempt();
       expect(first).toBeInstanceOf(TransactionTooLargeError);
-      expect(first).toMatchObject({ schedules: 1500, messages: 1502, limit: 1000 });
+      expect(first).toMatchObject({ schedules: 750, messages: 1500, limit: 1000 });
       expect(await written()).toBe(seqBefore);
       // Refused again, now before anything is sent; what fits still commits.
-      expect(await attempt()).toMatchObject({ schedules: 1500, limit: 1000 });
+      expect(await attempt()).toMatchObject({ schedules: 750, limit: 1000 });
       await store.transact(async (tx) => {
-        for (let i = 0; i < 998; i++) await tx.schedule(`fits/${i}`, at, msg('f'));
+        for (let i = 0; i < 500; i++) await tx.schedule(`fits/${i}`, at, msg('f'));
       });
-      expect(await store.countSchedules()).toBe(998);
+      expect(await store.countSchedules()).toBe(500);
     } finally {
       await backend.close();
     }
   }, 60_000);
 
-  it('commits at exactly the limit: 998 schedules due in one second are 1,000 messages; 999 are refused', async () => {
+  it('commits at exactly the limit: 500 schedules are 1,000 messages (a record and a timer each); 501 are refused', async () => {
     const { backend, written } = await open();
     try {
       const { store } = backend;
-      const at = new Date(hourAhead() + 1234);
+      const base = hourAhead() + 1234;
       const seqBefore = await written();
+      // Due times do not matter (each schedule has a timer of its own): spread over seconds.
       await store.transact(async (tx) => {
-        for (let i = 0; i < 998; i++) await tx.schedule(`full/${i}`, at, msg('f'));
+        for (let i = 0; i < 500; i++) await tx.schedule(`full/${i}`, new Date(base + i * 1000), msg('f'));
       });
-      expect(await store.countSchedules()).toBe(998);
+      expect(await store.countSchedules()).toBe(500);
       expect((await written()) - seqBefore).toBe(1000);
       const error = await refusal(
         store.transact(async (tx) => {
-          for (let i = 0; i < 999; i++) await tx.schedule(`over/${i}`, at, msg('o'));
+          for (let i = 0; i < 501; i++) await tx.schedule(`over/${i}`, new Date(base), msg('o'));
         }),
       );
-      expect(error).toMatchObject({ schedules: 999, messages: 1001, limit: 1000 });
-      expect(await store.countSchedules()).toBe(998);
+      expect(error).toMatchObject({ schedules: 501, messages: 1002, limit: 1000 });
+      expect(await store.countSchedules()).toBe(500);
     } finally {
       await backend.close();
     }
   }, 60_000);
 
-  it('counts a due-index message per second: 499 schedules each due in a second of its own fit, 500 do not', async () => {
-    const { backend } = await open();
-    try {
-      const { store } = backend;
-      const base = hourAhead();
-      await store.transact(async (tx) => {
-        for (let i = 0; i < 499; i++) await tx.schedule(`spread/${i}`, new Date(base + i * 1000), msg('s'));
-      });
-      expect(await store.countSchedules()).toBe(499);
-      const error = await refusal(
-        store.transact(async (tx) => {
-          for (let i = 0; i < 500; i++) await tx.schedule(`wide/${i}`, new Date(base + i * 1000), msg('w'));
-        }),
-      );
-      expect(error).toMatchObject({ schedules: 500, messages: 1001, limit: 1000 });
-      expect(await store.countSchedules()).toBe(499);
-    } finally {
-      await backend.close();
-    }
-  }, 60_000);
-
-  it('holds for recurring schedules too (the same commit): 5,000 refused with nothing written, 998 commit', async () => {
+  it('holds for recurring schedules too (the same commit): 5,000 refused with nothing written, 500 commit', async () => {
     const { backend, written } = await open();
     try {
       const { store } = backend;
@@ -269,13 +249,13 @@ describe('a transaction larger than one atomic batch', () => {
         }),
       );
       expect(error).toBeInstanceOf(TransactionTooLargeError);
-      expect(error).toMatchObject({ schedules: 5000, messages: 5002, limit: 1000 });
+      expect(error).toMatchObject({ schedules: 5000, messages: 10_000, limit: 1000 });
       expect(await store.countSchedules()).toBe(0);
       expect(await written()).toBe(seqBefore);
       await store.transact(async (tx) => {
-        for (let i = 0; i < 998; i++) await tx.schedule(`cron/${i}`, hourly(), msg('c'));
+        for (let i = 0; i < 500; i++) await tx.schedule(`cron/${i}`, hourly(), msg('c'));
       });
-      expect(await store.countSchedules()).toBe(998);
+      expect(await store.countSchedules()).toBe(500);
       expect((await store.loadSchedule('cron/0'))?.at).toEqual(first);
     } finally {
       await backend.close();

@@ -1,3 +1,4 @@
+import { appendFileSync } from 'node:fs';
 import { DuetimeError, type Logger } from '@duetime/core';
 import { ApplicationSqlError } from './effects.js';
 
@@ -37,10 +38,15 @@ export class ErrorTally implements Logger {
   /** Errors of the application's own SQL on `tx.sql` (the driver's, by design). */
   application = 0;
 
-  debug(): void {}
-  info(): void {}
+  debug(message: string, fields?: Record<string, unknown>): void {
+    trace('debug', message, fields);
+  }
+  info(message: string, fields?: Record<string, unknown>): void {
+    trace('info', message, fields);
+  }
 
   warn(message: string, fields?: Record<string, unknown>): void {
+    trace('warn', message, fields);
     if (API_FAILURES.has(message)) this.note(fields?.error, message);
     else {
       this.logged++;
@@ -70,4 +76,20 @@ export class ErrorTally implements Logger {
   get untypedCount(): number {
     return this.untyped.length;
   }
+}
+
+/** `DUETIME_TRACE_FILE`: every line the components log, appended there with its time (to explain a failing run). */
+const TRACE_FILE = process.env.DUETIME_TRACE_FILE;
+
+function trace(level: string, message: string, fields?: Record<string, unknown>): void {
+  if (!TRACE_FILE) return;
+  let detail = '';
+  try {
+    detail = fields
+      ? JSON.stringify(fields, (_k, v) => (v instanceof Error ? `${v.name}: ${v.message}` : v))
+      : '';
+  } catch {
+    detail = '[fields]';
+  }
+  appendFileSync(TRACE_FILE, `${new Date().toISOString()} ${level} ${message} ${detail}\n`);
 }

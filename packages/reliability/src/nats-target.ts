@@ -5,7 +5,13 @@ import type { Backend, Clock, Logger } from '@duetime/core';
 export async function openNats(
   servers: string | string[],
   prefix: string,
-  options: { clock?: Clock; logger?: Logger; commitTimeoutMs?: number; replicas?: number },
+  options: {
+    clock?: Clock;
+    logger?: Logger;
+    commitTimeoutMs?: number;
+    replicas?: number;
+    claims?: { ttlMs: number };
+  },
 ): Promise<Backend> {
   return createNatsBackend({ servers }, { prefix, connectTimeoutMs: 3000, ...options });
 }

@@ -204,6 +204,8 @@ export async function openTarget(spec: TargetSpec, options: OpenOptions = {}): P
       return openNats(spec.cluster ?? spec.url, spec.prefix, {
         ...common,
         ...(spec.replicas !== undefined ? { replicas: spec.replicas } : {}),
+        // A killed worker's claims lapse after this; on a cluster it outlasts a leader election (5-9 s).
+        claims: { ttlMs: (spec.replicas ?? 1) > 1 ? 15_000 : 5_000 },
       });
     }
   }

@@ -99,8 +99,11 @@ if (SIZES.outageLoop > 0 && selectedBackends(BACKENDS).includes('nats'))
             delivered += figures.delivered;
             ticks += figures.ticks;
             repairs += dueIndexRepairs(run);
-            if (Object.values(found).some((n) => n > 0))
+            if (Object.values(found).some((n) => n > 0)) {
               failed.push(`${label} seed ${seed}: ${JSON.stringify(found)}\n${figures.problems.join('\n')}`);
+              // Printed now too: a loop stopped early still shows what its failing runs found.
+              console.log(`${label} FAILED ${failed.at(-1)}`);
+            }
           } catch (error) {
             // A run that could not finish counts against the loop too; the others still run.
             found = { lost: 0, duplicated: 0, stuck: 0, unexpected: 0, torn: 0, untyped: 0 };

@@ -25,3 +25,15 @@ export const H = {
   /** Cron expression (definitions and fired messages), so a consumer can tell which tick fired. */
   cronExpr: 'Duetime-Cron-Expr',
 } as const;
+
+/** The instants a message schedule can name: RFC 3339 has four-digit years. */
+const FIRST_INSTANT = 0;
+const LAST_INSTANT = Date.UTC(9999, 11, 31, 23, 59, 59);
+
+/**
+ * The `Nats-Schedule` value of a one-shot schedule at `instant` (epoch ms): `@at <RFC 3339>`, an instant
+ * before 1970 (fires at once) or after 9999 (never, in practice) clamped to what RFC 3339 can name.
+ */
+export function atSchedule(instant: number): string {
+  return `@at ${new Date(Math.min(LAST_INSTANT, Math.max(FIRST_INSTANT, instant))).toISOString()}`;
+}

@@ -29,7 +29,7 @@ import {
 import { parseCron6 } from './cron.js';
 import { deleteOnSubject } from './delete.js';
 import { apiCode, isNotFound, JS_SCHEDULE_PATTERN_INVALID, toBackendError } from './errors.js';
-import { H } from './headers.js';
+import { atSchedule, H } from './headers.js';
 import {
   type JetStreamSchedulerOptions,
   type ResolvedOptions,
@@ -235,7 +235,7 @@ export class JetStreamScheduler {
       // The server replaces an earlier schedule on the same subject (an `atId` outside the dedup window).
       h.set(H.rollup, 'sub');
       // Fired `fireAheadMs` early, it waits in consumeFired until `Duetime-Due` (see the option).
-      h.set(H.schedule, `@at ${new Date(due - this.#o.fireAheadMs).toISOString()}`);
+      h.set(H.schedule, atSchedule(due - this.#o.fireAheadMs));
       h.set(H.scheduleTarget, target);
     }
     // Emulated: no rollup (NATS 2.9 applies a rollup before it drops a duplicate, which would delete the

@@ -1,195 +1,380 @@
-import {
-  type Changes,
-  type Claimed,
-  type ClaimRequest,
-  ConflictError,
-  type DeadLetterListQuery,
-  type DeadLetterRecord,
-  type Event,
-  type ListQuery,
-  type Logger,
-  type Schedule,
-  type ScheduleHead,
-  type Settlement,
-  type StoreAdapter,
-  type Unit,
-  type WatchEvent,
-  type Write,
+import { setTimeout as sleep } from 'node:timers/promises';
+import type {
+  Changes,
+  Claimed,
+  ClaimRequest,
+  DeadLetterListQuery,
+  DeadLetterRecord,
+  Event,
+  ListQuery,
+  Logger,
+  Schedule,
+  ScheduleHead,
+  Settlement,
+  StoreAdapter,
+  Unit,
+  WatchEvent,
+  Write,
 } from '@duetime/core';
-import type { Subscription } from '@nats-io/transport-node';
-import { MAX_ATOMIC_BATCH, type NatsIo } from '../io.js';
+import { MAX_ATOMIC_BATCH, type NatsIo, type PulledMessage, type StoredMessage } from '../io.js';
+import { H } from '../jetstream-scheduler/headers.js';
 import type { Layout } from '../layout.js';
-import { Claimer, type ClaimSettings } from './claims.js';
-import { type CommitOutcome, Committer } from './commit.js';
-import { DueIndex, type Found, REPAIR_DEFAULTS, type RepairSettings } from './due.js';
-import type { Claim, StoreOp } from './plan.js';
+import { Committer } from './commit.js';
+import { type Claim, type StoreOp, timerMessage } from './plan.js';
 import { compareDue, listDeadLetters, listSchedules } from './reads.js';
-import { toEvent, toSchedule } from './records.js';
+import { DELETED, isTombstone, timerIdOf, toEvent, toSchedule } from './records.js';
 
 export interface NatsStoreContext {
-  claims: ClaimSettings;
   io: NatsIo;
   layout: Layout;
   /** Added to record sequences to make versions (see `MetaValue`). */
   versionBase: number;
   /** The most messages one atomic batch holds (the backend's `atomicBatchLimit`; default 1,000). */
   atomicBatchLimit?: number;
+  /** The fires consumer's `ack_wait`: how long a claim lives unrenewed. */
+  claimTtlMs: number;
+  /** How long before its due time a schedule's timer fires (held by the claiming process until due). */
+  fireAheadMs: number;
   logger: Logger;
-  /** Identifies this backend instance in wake-up messages (its own are ignored). */
-  origin: string;
-  /** The server's time (a lower bound), in ms since the epoch: judges claim markers. */
+  /** The server's time (a lower bound), in ms since the epoch: the clock the timers fire by. */
   serverNow: () => Promise<number>;
-  /** The reconciliation sweep of the due index (see {@link DueIndex.repair}); defaults otherwise. */
-  repairEveryMs?: number;
-  repairGraceMs?: number;
 }
 
-/** A unit of work: nothing lasting, or a delivery's claims. */
+/** A fire pulled from the fires consumer: its key, the timer it came from, and its due instant. */
+interface Fire {
+  key: string;
+  id: string;
+  due: number;
+  /** Its latest delivery to this process (renewals and the acknowledgement go through it). */
+  pulled: PulledMessage;
+  /**
+   * An earlier claim of it lapsed (its process died): delivered again (a delivery count above 1), or a
+   * copy given back by a delivery that held it so and did not record the crash ({@link INTERRUPTED}).
+   */
+  interrupted: boolean;
+}
+
+/** Header of a fire given back after a crash was seen on it and not recorded yet. */
+const INTERRUPTED = 'Duetime-Interrupted';
+
+/** A unit of work: nothing lasting, or a delivery's claims (the fires it holds). */
 export interface NatsUnit extends Unit<undefined> {
   readonly claimed?: readonly Claimed[];
-  /** The entries this unit claimed (with their markers). */
-  readonly mine: readonly Found[];
+  readonly fires: ReadonlyMap<string, Fire>;
   readonly claims: ReadonlyMap<string, Claim>;
   ended: boolean;
 }
 
 /**
- * Messages a settlement may write (tombstone, record, dead letter, due-index entries): the most schedules
+ * Messages a settlement may write (tombstone, dead letter, next record and its timer): the most schedules
  * one delivery claims, so that its settlements usually fit one atomic batch (1,000 messages).
  */
 const CLAIM_LIMIT = 250;
 
+/** How often a process purges acknowledged fires (below the consumer's acknowledgement floor). */
+const PURGE_EVERY_MS = 5_000;
+
+/** How long one long poll of the fires consumer waits (see {@link NatsStoreAdapter.watch}). */
+const LONG_POLL_MS = 10_000;
+/** How often the long poll looks whether the fire it took was taken by a delivery. */
+const HELD_LOOK_MS = 20;
+/** How long past its due instant a held fire no delivery took is kept before it is given back. */
+const HOLD_PAST_DUE_MS = 2_000;
+
+/** How long after a stale fire its key's timer is looked at (see {@link NatsStoreAdapter.#checkTimer}). */
+const TIMER_CHECK_DELAY_MS = 200;
+
 /**
- * The store on JetStream, a buffered adapter: every read is a direct get (one subject, a batch of subjects,
- * or a range in stream order), every commit one atomic batch publish whose preconditions are JetStream's
- * compare-and-set on subject sequences. See docs/design.md.
+ * How far a delivery's `now` may run ahead of the server's clock before the delivery stops waiting for
+ * timers and reads the records for what is due by it (see {@link NatsStoreAdapter.begin}).
+ */
+const AHEAD_OF_SERVER_MS = 2_000;
+
+/**
+ * The store on JetStream, a buffered adapter: every read is a direct get, every commit one atomic batch
+ * publish whose preconditions are JetStream's compare-and-set on subject sequences. See docs/design.md.
  *
- * Open units of one adapter never claim one schedule twice. Across processes, units claim what they run
- * with claim markers (see claims.ts) when other processes deliver from the same store; a claim only saves
- * duplicate work: every consumption is a compare-and-set at commit either way.
+ * The server keeps the time: each record comes with its timer (`t.<key>`, a JetStream message schedule)
+ * that fires into `f.<key>` at the record's due time (`fireAheadMs` before it). One durable pull consumer
+ * reads the fires; a delivery's claim on a schedule is the pending acknowledgement of its fire, renewed
+ * while its processor runs (`+WPI`), acknowledged once the delivery committed, given back by publishing
+ * the fire again. A fire is a hint, the record the truth: a fire whose timer id is not the current
+ * record's (replaced, retried, cancelled, consumed) is acknowledged and dropped. A fire delivered again
+ * after its claim lapsed (the process holding it died) is claimed as `interrupted`.
  */
 export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
   readonly #c: NatsStoreContext;
-  readonly #index: DueIndex;
-  /** Claims of this process's open units, by key. */
-  readonly #held = new Map<string, Found>();
-  /** Schedules another process claimed, skipped until their marker lapses. */
-  readonly #theirs = new Map<string, { found: Found; until: number }>();
-  readonly #claimer: Claimer;
-  readonly #subscriptions = new Set<Subscription>();
-  readonly #purges = new Set<Promise<void>>();
   readonly #committer: Committer;
-  readonly #repair: RepairSettings;
-  /** When the next pass of the reconciliation sweep is due (performance.now()), and the pass running. */
-  #nextRepair: number;
-  #repairing: Promise<void> | undefined;
-  readonly #stopStatus: () => void;
+  /** Keys claimed by this process's open units. */
+  readonly #open = new Set<string>();
+  /** Fires pulled before their due instant (or while their key was claimed here), held and renewed. */
+  readonly #early = new Map<number, Fire>();
+  /** Fires claimed by this process's open units, by stream sequence. */
+  readonly #inHand = new Map<number, Fire>();
+  /** Fires a `begin` is claiming (between taking them and reading their records), by stream sequence. */
+  readonly #taking = new Map<number, Fire>();
+  readonly #renewEarly: ReturnType<typeof setInterval>;
+  readonly #listeners = new Set<(event: WatchEvent) => void>();
+  #lastPurge = 0;
+  #warnedAhead = false;
+  #purging: Promise<void> | undefined;
+  readonly #closing: (() => Promise<void>)[] = [];
   readonly renewEveryMs: number;
+  readonly dueByWatch = true;
   readonly limits = { claim: CLAIM_LIMIT };
 
   constructor(context: NatsStoreContext) {
     this.#c = context;
-    this.#index = new DueIndex(context.io, context.layout, context.versionBase, context.logger);
-    this.#claimer = new Claimer(
-      context.io,
-      context.layout,
-      context.origin,
-      context.claims,
-      context.logger,
-      context.serverNow,
-    );
     this.#committer = new Committer({
       io: context.io,
       layout: context.layout,
       versionBase: context.versionBase,
       maxBatch: context.atomicBatchLimit ?? MAX_ATOMIC_BATCH,
+      fireAheadMs: context.fireAheadMs,
     });
-    this.renewEveryMs = Math.max(250, Math.floor(context.claims.ttlMs / 3));
-    this.#repair = {
-      everyMs: context.repairEveryMs ?? REPAIR_DEFAULTS.everyMs,
-      graceMs: context.repairGraceMs ?? REPAIR_DEFAULTS.graceMs,
-    };
-    this.#nextRepair = performance.now() + this.#repair.everyMs;
-    // What this process learnt of the index may predate an outage: read it afresh after a reconnection.
-    this.#stopStatus = onReconnect(context.io, () => this.#index.reset());
-  }
-
-  /**
-   * Starts a pass of the due index's reconciliation sweep when one is due (in the background: deliveries
-   * do not wait for it). Any pending schedule whose due time has passed is so found again, whatever made
-   * the index miss it; a pass that fails (an outage) is logged, and the next one reads on.
-   */
-  #maybeRepair(now: number): void {
-    if (this.#repairing || performance.now() < this.#nextRepair || this.#c.io.closed) return;
-    this.#nextRepair = performance.now() + this.#repair.everyMs;
-    const held = { has: (key: string) => this.#held.has(key) || this.#theirs.has(key) };
-    this.#repairing = this.#index
-      .repair(now, this.#repair.graceMs, held)
-      .then(
-        (dues) => {
-          // Found some: the wake-up tells other processes to look again (this one's next scan finds them).
-          if (dues.length > 0)
-            this.#announce({ results: [undefined], earliest: [Math.min(...dues)], dues: [dues] });
-        },
-        (error: unknown) =>
-          this.#c.logger.warn('nats store: a pass of the due-index sweep failed; the next one reads on', {
-            error,
-          }),
-      )
-      .finally(() => {
-        this.#repairing = undefined;
-      });
+    this.renewEveryMs = Math.max(250, Math.floor(context.claimTtlMs / 3));
+    this.#renewEarly = setInterval(
+      () => {
+        const now = Date.now();
+        for (const [seq, fire] of this.#early) {
+          // Due a while ago and still not taken (its dispatcher stopped, is busy, or none runs here): given
+          // back, so that another process may run it; renewing it forever would keep it from every other.
+          if (now - fire.due > Math.min(HOLD_PAST_DUE_MS, context.claimTtlMs)) {
+            this.#early.delete(seq);
+            void this.#giveBack(fire);
+          } else context.io.ack(fire.pulled, '+WPI');
+        }
+      },
+      Math.min(this.renewEveryMs, 1000),
+    );
+    this.#renewEarly.unref?.();
   }
 
   async begin(claim?: ClaimRequest): Promise<NatsUnit> {
-    if (!claim) return { mine: [], claims: new Map(), ended: false };
-    this.#forgetTheirs();
-    this.#maybeRepair(claim.now.getTime());
-    // The scan registers each schedule it takes in #held at once, before it reads on: a unit that ends
-    // meanwhile then never purges an entry this one still holds.
-    const taken: Found[] = [];
-    const registry = {
-      has: (key: string) => this.#held.has(key) || this.#theirs.has(key),
-      entry: (key: string) => this.#held.get(key) ?? this.#theirs.get(key)?.found,
-      set: (key: string, f: Found) => {
-        this.#held.set(key, f);
-        taken.push(f);
-      },
-    };
-    let mine: Found[];
-    try {
-      mine = await this.#index.due(claim.now.getTime(), claim.limit, registry, {
-        claim: true,
-        spread: this.#claimer.contended,
-      });
-      if (mine.length > 0 && this.#claimer.active) {
-        const { mine: got, theirs } = await this.#claimer.claim(mine);
-        const until = performance.now() + this.#claimer.ttlMs;
-        this.#index.met(theirs.map((f) => f.bucket));
-        for (const f of theirs) {
-          if (this.#held.get(f.schedule.key) === f) this.#held.delete(f.schedule.key);
-          this.#theirs.set(f.schedule.key, { found: f, until });
-        }
-        mine = got;
+    if (!claim) return { fires: new Map(), claims: new Map(), ended: false };
+    const now = claim.now.getTime();
+    const candidates: Fire[] = [];
+    // Fires held until their due instant come first, then what the consumer has now.
+    for (const [seq, fire] of [...this.#early].sort((a, b) => a[1].due - b[1].due)) {
+      if (candidates.length >= claim.limit) break;
+      if (fire.due > now || this.#open.has(fire.key)) continue;
+      this.#early.delete(seq);
+      this.#taking.set(seq, fire);
+      candidates.push(fire);
+    }
+    if (candidates.length < claim.limit) {
+      let pulled: PulledMessage[];
+      try {
+        pulled = await this.#c.io.pullNow(
+          this.#c.layout.storeStream,
+          this.#c.layout.firesConsumer,
+          claim.limit - candidates.length,
+        );
+      } catch (error) {
+        this.#hold(candidates);
+        throw error;
       }
+      for (const m of pulled) {
+        const fire = this.#fireOf(m);
+        if (!fire) continue;
+        if (fire.due > now || this.#open.has(fire.key)) {
+          // Early, or its key is claimed here already (the record was replaced while it runs): held.
+          this.#early.set(m.seq, fire);
+        } else {
+          this.#taking.set(m.seq, fire);
+          candidates.push(fire);
+        }
+      }
+    }
+    // The next fire held until its due instant: the dispatcher comes back for it then (and is told of
+    // the one after when it does).
+    let earliest: number | undefined;
+    for (const fire of this.#early.values())
+      if (fire.due > now && (earliest === undefined || fire.due < earliest)) earliest = fire.due;
+    if (earliest !== undefined) this.#emit({ type: 'change', earliest: new Date(earliest) });
+    const unit = await this.#claim(candidates);
+    const room = claim.limit - (unit.claimed?.length ?? 0);
+    if (room > 0 && now > (await this.#c.serverNow()) + AHEAD_OF_SERVER_MS)
+      await this.#claimByReading(unit, now, room);
+    return unit;
+  }
+
+  /**
+   * The timers fire by the server's clock. A delivery whose `now` runs ahead of it (a clock set forward,
+   * a test's manual clock) still gets what is due by its `now`: the records are read for it (every one:
+   * slow on a large store, so a clock that runs ahead is logged once). Such a claim holds no fire: it is
+   * exclusive within this process only; the consumption's compare-and-set keeps effects single.
+   */
+  async #claimByReading(unit: NatsUnit, now: number, room: number): Promise<void> {
+    const { io, layout, versionBase, logger } = this.#c;
+    if (!this.#warnedAhead) {
+      this.#warnedAhead = true;
+      logger.warn(
+        'nats store: a delivery runs on a clock ahead of the NATS server; it reads every record for what is due by its clock',
+      );
+    }
+    const found: Claim[] = [];
+    for await (const m of io.scan(layout.storeStream, layout.recordFilter(''))) {
+      if (isTombstone(m)) continue;
+      const key = layout.keyOfRecord(m.subject);
+      if (this.#open.has(key)) continue;
+      const schedule = toSchedule(key, m, versionBase);
+      if (schedule && schedule.dueAt.getTime() <= now) found.push({ schedule, seq: m.seq });
+    }
+    const claims = unit.claims as Map<string, Claim>;
+    const claimed = unit.claimed as Claimed[];
+    for (const c of found.sort((a, b) => compareDue(a.schedule, b.schedule)).slice(0, room)) {
+      this.#open.add(c.schedule.key);
+      claims.set(c.schedule.key, c);
+      claimed.push({ ...c.schedule });
+    }
+    claimed.sort(compareDue);
+  }
+
+  /** A pulled message as a fire, or undefined (terminated) when it is none of the store's. */
+  #fireOf(m: PulledMessage): Fire | undefined {
+    // Delivered to this process again (its claim lapsed while renewals could not reach the server): the
+    // same message, held already. Its latest delivery is the one to renew; acknowledging either would
+    // end the claim.
+    const held = this.#early.get(m.seq) ?? this.#inHand.get(m.seq) ?? this.#taking.get(m.seq);
+    if (held) {
+      held.pulled = m;
+      return undefined;
+    }
+    const id = m.headers?.get(H.timer);
+    const due = Number(m.headers?.get(H.due));
+    if (!id || !Number.isFinite(due)) {
+      this.#c.logger.warn('nats store: a message on a fire subject without a timer; dropped', {
+        subject: m.subject,
+        seq: m.seq,
+      });
+      this.#c.io.ack(m, '+TERM');
+      return undefined;
+    }
+    return {
+      key: this.#c.layout.keyOfFire(m.subject),
+      id,
+      due,
+      pulled: m,
+      interrupted: m.deliveryCount > 1 || m.headers?.get(INTERRUPTED) === '1',
+    };
+  }
+
+  /** Puts fires back among those held (a `begin` that failed before claiming them). */
+  #hold(fires: readonly Fire[]): void {
+    for (const fire of fires) {
+      this.#taking.delete(fire.pulled.seq);
+      this.#early.set(fire.pulled.seq, fire);
+    }
+  }
+
+  /** Claims the fires whose timer is the current record's; the others are stale and acknowledged. */
+  async #claim(candidates: Fire[]): Promise<NatsUnit> {
+    const { io, layout, versionBase } = this.#c;
+    const fires = new Map<string, Fire>();
+    const claims = new Map<string, Claim>();
+    const claimed: Claimed[] = [];
+    if (candidates.length === 0) return { claimed, fires, claims, ended: false };
+    let records: Map<string, StoredMessage>;
+    try {
+      records = await io.lastOf(layout.storeStream, [
+        ...new Set(candidates.map((f) => layout.record(f.key))),
+      ]);
     } catch (error) {
-      this.#release(taken, new Set());
+      this.#hold(candidates);
       throw error;
     }
-    const claimed: Claimed[] = mine
-      .map((f) => (f.interrupted ? { ...f.schedule, interrupted: true } : { ...f.schedule }))
-      .sort(compareDue);
-    return {
-      claimed,
-      mine,
-      claims: new Map<string, Claim>(mine.map((f) => [f.schedule.key, f])),
-      ended: false,
-    };
+    const isCurrent = (fire: Fire, m: StoredMessage | undefined): m is StoredMessage =>
+      m !== undefined && !isTombstone(m) && timerIdOf(m) === fire.id;
+    // A replica a little behind may answer a direct get: a fire is found stale only by the leader.
+    const stale = candidates.filter((f) => !isCurrent(f, records.get(layout.record(f.key))));
+    if (stale.length > 0) {
+      try {
+        const again = await Promise.all(
+          stale.map((f) => io.lastFromLeader(layout.storeStream, layout.record(f.key))),
+        );
+        stale.forEach((f, i) => {
+          const m = again[i];
+          if (m) records.set(layout.record(f.key), m);
+          else records.delete(layout.record(f.key));
+        });
+      } catch (error) {
+        this.#hold(candidates);
+        throw error;
+      }
+    }
+    for (const fire of candidates) {
+      this.#taking.delete(fire.pulled.seq);
+      const m = records.get(layout.record(fire.key));
+      if (isCurrent(fire, m) && this.#open.has(fire.key) && !fires.has(fire.key)) {
+        // Another open unit of this process claimed the key meanwhile: held until it ends.
+        this.#early.set(fire.pulled.seq, fire);
+        continue;
+      }
+      if (!isCurrent(fire, m) || fires.has(fire.key)) {
+        // Replaced, retried, cancelled or consumed since it fired (or a fire repeated by the server).
+        this.#c.logger.debug('nats store: a stale fire dropped', {
+          key: fire.key,
+          timer: fire.id,
+          fire: fire.pulled.seq,
+          record: m ? { seq: m.seq, timer: isTombstone(m) ? 'deleted' : timerIdOf(m) } : 'none',
+        });
+        io.ack(fire.pulled, '+ACK');
+        // A timer replaced just as it fired: the server may drop the new timer with the old one.
+        if (m && !isTombstone(m)) this.#checkTimer(fire.key, m);
+        continue;
+      }
+      const schedule = toSchedule(fire.key, m, versionBase) as Schedule;
+      fires.set(fire.key, fire);
+      this.#inHand.set(fire.pulled.seq, fire);
+      claims.set(fire.key, { schedule, seq: m.seq });
+      this.#open.add(fire.key);
+      claimed.push(fire.interrupted ? { ...schedule, interrupted: true } : { ...schedule });
+    }
+    claimed.sort(compareDue);
+    return { claimed, fires, claims, ended: false };
+  }
+
+  /**
+   * Sees that a live record's timer is still there after a stale fire of the same key: NATS 2.15 drops a
+   * message schedule replaced within milliseconds of the instant the replaced one fires (the old one fires,
+   * the new one is gone; test/timer-replaced-as-it-fires.test.ts). A stale fire is that race's trace, so
+   * its key is looked at (a moment later, once the server is done with the old one): when the record is
+   * unchanged, its timer is not on `t.<key>` and no fire of it is on `f.<key>`, the timer is written again
+   * (compare-and-set on `t.<key>`, so a newer timer always wins). At worst a fire comes twice: the second
+   * is stale once the first was consumed.
+   */
+  #checkTimer(key: string, record: StoredMessage): void {
+    const { io, layout, versionBase, fireAheadMs, logger } = this.#c;
+    const id = timerIdOf(record);
+    void (async () => {
+      await sleep(TIMER_CHECK_DELAY_MS);
+      if (io.closed) return;
+      const subjects = [layout.record(key), layout.timer(key), layout.fire(key)];
+      const [r, t, f] = await io
+        .lastOf(layout.storeStream, subjects)
+        .then((found) => subjects.map((s) => found.get(s)));
+      if (!r || r.seq !== record.seq) return;
+      if (t && t.header(DELETED) === undefined && t.header(H.timer) === id) return;
+      if (f && f.header(H.timer) === id) return;
+      const schedule = toSchedule(key, record, versionBase);
+      if (!schedule) return;
+      const timer = timerMessage(layout, key, schedule.dueAt.getTime(), id, fireAheadMs);
+      const written = await io.publish(timer.subject, timer.data, {
+        headers: timer.headers,
+        expectSubjectSeq: t?.seq ?? 0,
+      });
+      logger.warn('nats store: a schedule lost its timer to a replaced one that fired; timer written again', {
+        key,
+        timer: id,
+        written: written !== 'conflict',
+      });
+    })().catch((error: unknown) => logger.debug?.('nats store: checking a timer failed', { key, error }));
   }
 
   async commit(unit: NatsUnit, changes: Changes): Promise<ReadonlyMap<string, Error>> {
     const rejected = new Map<string, Error>();
-    const consumed = new Set<string>();
+    const settled = new Set<string>();
     try {
       if (changes.writes.length > 0) {
         const outcome = await this.#committer.commit([
@@ -197,106 +382,96 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
         ]);
         const refused = outcome.results[0];
         if (refused) throw refused;
-        this.#announce(outcome);
       }
-      const marked = new Map(
-        unit.mine.filter((f) => f.claimSeq !== undefined).map((f) => [f.schedule.key, f.seq]),
-      );
-      const settling = changes.settlements
-        .map((s) => ({ s, ops: settlementOps(s, marked.get(s.schedule.key)) }))
-        .filter(({ ops }) => ops.length > 0);
-      if (settling.length > 0) {
+      const settling = changes.settlements.map((s) => ({ s, ops: settlementOps(s) }));
+      const writing = settling.filter(({ ops }) => ops.length > 0);
+      if (writing.length > 0) {
         const outcome = await this.#committer.commit(
-          settling.map(({ ops }) => ({ ops, claims: unit.claims })),
+          writing.map(({ ops }) => ({ ops, claims: unit.claims })),
         );
-        settling.forEach(({ s }, i) => {
+        writing.forEach(({ s }, i) => {
           const refused = outcome.results[i];
-          if (refused) {
-            // Another process consumed or replaced it first: other dispatchers work on this store.
-            if (refused instanceof ConflictError && refused.kind === 'schedule')
-              this.#claimer.noteContention();
-            rejected.set(s.schedule.key, refused);
-          } else if (s.outcome === 'consume') consumed.add(s.schedule.key);
-          // The batch marked the claim of a settled schedule settled: nothing to give back.
-          if (!refused && settling[i]!.ops.some((op) => op.op === 'unclaim'))
-            for (const f of unit.mine) if (f.schedule.key === s.schedule.key) f.claimSeq = undefined;
+          if (refused) rejected.set(s.schedule.key, refused);
         });
-        this.#announce(outcome);
       }
+      // Consumed or retried: its fire is done (a retry's record came with a timer of its own).
+      for (const { s } of settling)
+        if ((s.outcome === 'consume' || s.failure) && !rejected.has(s.schedule.key))
+          settled.add(s.schedule.key);
     } finally {
-      this.#end(unit, consumed);
+      await this.#end(unit, settled);
     }
     return rejected;
   }
 
   async rollback(unit: NatsUnit): Promise<void> {
-    this.#end(unit, new Set());
+    await this.#end(unit, new Set());
   }
 
   async renew(unit: NatsUnit): Promise<void> {
-    if (!unit.ended) await this.#claimer.renew(unit.mine);
+    if (unit.ended) return;
+    for (const fire of unit.fires.values()) this.#c.io.ack(fire.pulled, '+WPI');
   }
 
-  /** Ends a unit's claims: markers still held are given back, so others may take them at once. */
-  #end(unit: NatsUnit, consumed: ReadonlySet<string>): void {
+  /** Ends a unit: settled fires are acknowledged, the others given back for another delivery. */
+  async #end(unit: NatsUnit, settled: ReadonlySet<string>): Promise<void> {
     if (unit.ended) return;
     unit.ended = true;
-    if (unit.mine.length === 0) return;
-    this.#release(unit.mine, consumed);
-    const givenBack = unit.mine.filter((f) => !consumed.has(f.schedule.key));
-    if (givenBack.length > 0) void this.#claimer.release(givenBack);
-  }
-
-  /** Forgets claims of other processes whose markers have lapsed: their entries are read again. */
-  #forgetTheirs(): void {
-    const now = performance.now();
-    for (const [key, t] of this.#theirs) {
-      if (t.until > now) continue;
-      this.#theirs.delete(key);
-      this.#index.released(t.found);
+    const back: Fire[] = [];
+    for (const key of unit.claims.keys()) this.#open.delete(key);
+    for (const [key, fire] of unit.fires) {
+      this.#inHand.delete(fire.pulled.seq);
+      if (settled.has(key)) this.#c.io.ack(fire.pulled, '+ACK');
+      else back.push(fire);
     }
+    await Promise.all(back.map((fire) => this.#giveBack(fire)));
+    // Fires held while their key was claimed here can go now.
+    let waiting: number | undefined;
+    for (const fire of this.#early.values())
+      if (unit.fires.has(fire.key) && (waiting === undefined || fire.due < waiting)) waiting = fire.due;
+    if (waiting !== undefined) this.#emit({ type: 'change', earliest: new Date(waiting) });
+    this.#maybePurge();
   }
 
   /**
-   * Ends claims: the consumed ones' entries are stale now, the others must be read again. Then purges the
-   * stale heads of the seconds the unit read from.
+   * Gives a claim back: the fire is published again (a fresh delivery, count 1, marked interrupted when
+   * the one held was) and the one held acknowledged. A crash between the two leaves both: the first met is claimed, the
+   * other found stale or taken as the same claim's repeat.
    */
-  #release(claims: readonly Found[], consumed: ReadonlySet<string>): void {
-    const buckets = new Map<string, number>();
-    for (const f of claims) {
-      if (this.#held.get(f.schedule.key) === f) this.#held.delete(f.schedule.key);
-      if (consumed.has(f.schedule.key)) {
-        this.#index.consumed(f);
-        if (!buckets.has(f.bucket)) buckets.set(f.bucket, Number.POSITIVE_INFINITY);
-      } else {
-        this.#index.released(f);
-        buckets.set(f.bucket, Math.min(buckets.get(f.bucket) ?? Number.POSITIVE_INFINITY, f.entrySeq));
-      }
-    }
-    // Entries of open units, here or (claimed) in other processes, are not stale: they stay.
-    for (const f of [...this.#held.values(), ...[...this.#theirs.values()].map((t) => t.found)])
-      if (buckets.has(f.bucket)) buckets.set(f.bucket, Math.min(buckets.get(f.bucket)!, f.entrySeq));
-    for (const [bucket, bound] of buckets) {
-      const position = this.#index.scanPosition(bucket);
-      if (position === undefined) continue;
-      const before = Math.min(position, bound);
-      const purge = this.#index.purge(bucket, before).finally(() => this.#purges.delete(purge));
-      this.#purges.add(purge);
+  async #giveBack(fire: Fire): Promise<void> {
+    const { io, layout } = this.#c;
+    try {
+      // A crash seen on it and not recorded (the delivery gave it back instead) stays on the copy.
+      await io.publish(layout.fire(fire.key), '', {
+        headers: {
+          [H.timer]: fire.id,
+          [H.due]: String(fire.due),
+          ...(fire.interrupted ? { [INTERRUPTED]: '1' } : {}),
+        },
+      });
+      io.ack(fire.pulled, '+ACK');
+    } catch (error) {
+      // Not published (an outage): the consumer delivers it again now, counted as a redelivery.
+      this.#c.logger.warn('nats store: giving a claim back failed; the fire is delivered again', { error });
+      io.ack(fire.pulled, '-NAK');
     }
   }
 
-  /** Tells other processes that schedules changed (core tells this process's dispatchers). */
-  #announce(outcome: CommitOutcome): void {
-    for (const dues of outcome.dues) this.#index.noteDue(dues);
-    let earliest: number | undefined;
-    for (const e of outcome.earliest)
-      if (e !== undefined && (earliest === undefined || e < earliest)) earliest = e;
-    if (earliest === undefined || this.#c.io.closed) return;
-    try {
-      this.#c.io.nc.publish(this.#c.layout.wake, JSON.stringify({ o: this.#c.origin, e: earliest }));
-    } catch (error) {
-      this.#c.logger.warn('nats store: announcing a commit failed; other processes rescan', { error });
-    }
+  /** Purges fires below the consumer's acknowledgement floor (all acknowledged), now and then. */
+  #maybePurge(): void {
+    const now = performance.now();
+    if (this.#purging || now - this.#lastPurge < PURGE_EVERY_MS || this.#c.io.closed) return;
+    this.#lastPurge = now;
+    const { io, layout, logger } = this.#c;
+    this.#purging = (async () => {
+      const info = await io.jsm.consumers.info(layout.storeStream, layout.firesConsumer);
+      const floor = info.ack_floor.stream_seq;
+      if (floor > 0) await io.purge(layout.storeStream, { filter: layout.fires, before: floor + 1 });
+    })()
+      .catch((error: unknown) => logger.debug?.('nats store: purging acknowledged fires failed', { error }))
+      .finally(() => {
+        this.#purging = undefined;
+      });
   }
 
   async loadEvents(aggregateId: string): Promise<Event[]> {
@@ -314,81 +489,70 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
   }
 
   async listSchedules(query: ListQuery): Promise<ScheduleHead[]> {
-    const { order, prefix, after, recurring, through, limit } = query;
-    // The next deadline (what an idle dispatcher asks): the due index answers it without reading every
-    // record; other queries scan.
-    if (
-      order === 'due' &&
-      limit === 1 &&
-      through === undefined &&
-      prefix === undefined &&
-      after === undefined &&
-      recurring === undefined
-    ) {
-      const next = await this.#next();
-      if (next !== 'unknown') return next ? [next] : [];
-    }
     return listSchedules(this.#c, query);
-  }
-
-  /** The schedule due first, from the due index; `unknown` when the index cannot tell which it is. */
-  async #next(): Promise<Schedule | undefined | 'unknown'> {
-    this.#forgetTheirs();
-    const open = [...this.#held.values(), ...[...this.#theirs.values()].map((t) => t.found)];
-    const held = new Set(open.map((f) => f.schedule.key));
-    const due = await this.#index.next(held);
-    const candidates = open.map((f) => f.schedule);
-    if (due !== undefined) {
-      const found = await this.#index.due(due, 1, held, { claim: false });
-      if (found.length === 0) return 'unknown';
-      candidates.push(...found.map((f) => f.schedule));
-    }
-    const first = candidates.sort(compareDue)[0];
-    return first ? { ...first } : undefined;
   }
 
   async listDeadLetters(query: DeadLetterListQuery): Promise<DeadLetterRecord[]> {
     return listDeadLetters(this.#c, query);
   }
 
+  #emit(event: WatchEvent): void {
+    for (const listener of [...this.#listeners]) listener(event);
+  }
+
+  /**
+   * Reports schedules as they fall due: a long poll of the fires consumer takes one fire at a time for this
+   * process (a new one, or one delivered again because its claim lapsed), holds it like a fire a delivery
+   * pulled early, and reports its due instant (`change`); the next waits until a delivery took it (or it
+   * was given back). Each fire goes to one process, so watching costs nothing per fire elsewhere.
+   */
   watch(listener: (event: WatchEvent) => void): () => void {
-    const { io, layout, origin, logger } = this.#c;
-    const sub = io.nc.subscribe(layout.wake, {
-      callback: (error, msg) => {
-        if (error) return;
-        try {
-          const wake = msg.json<{ o?: string; e?: number }>();
-          if (wake.o === origin) return;
-          if (typeof wake.e === 'number') this.#index.noteDue([wake.e]);
-          listener(
-            typeof wake.e === 'number' ? { type: 'change', earliest: new Date(wake.e) } : { type: 'change' },
-          );
-        } catch (err) {
-          logger.warn('nats store: ignoring an unreadable wake-up message', { error: err });
-        }
-      },
-    });
-    this.#subscriptions.add(sub);
+    const { io, layout, logger } = this.#c;
+    this.#listeners.add(listener);
+    let stopped = false;
     const stopStatus = watchStatus(io, listener);
-    // The subscription is registered with the server once the connection flushes: live from then on.
-    void io.nc.flush().then(
-      () => {
-        if (this.#subscriptions.has(sub)) listener({ type: 'live' });
-      },
-      () => {},
-    );
-    return () => {
+    void (async () => {
+      let live = false;
+      while (!stopped && !io.closed) {
+        if (!live) {
+          live = true;
+          listener({ type: 'live' });
+        }
+        try {
+          const [m] = await io.pullNow(layout.storeStream, layout.firesConsumer, 1, LONG_POLL_MS);
+          if (stopped) {
+            if (m) io.ack(m, '-NAK');
+            return;
+          }
+          const fire = m && this.#fireOf(m);
+          if (!fire) continue;
+          this.#early.set(fire.pulled.seq, fire);
+          listener({ type: 'change', earliest: new Date(fire.due) });
+          while (!stopped && this.#early.get(fire.pulled.seq) === fire) await sleep(HELD_LOOK_MS);
+        } catch (error) {
+          if (stopped || io.closed) return;
+          logger.warn('nats store: waiting for fires failed; waiting again in a second', { error });
+          live = false;
+          listener({ type: 'lost' });
+          await sleep(1000);
+        }
+      }
+    })();
+    const unwatch = async () => {
+      stopped = true;
+      this.#listeners.delete(listener);
       stopStatus();
-      this.#subscriptions.delete(sub);
-      sub.unsubscribe();
     };
+    this.#closing.push(unwatch);
+    return () => void unwatch();
   }
 
   async close(): Promise<void> {
-    this.#stopStatus();
-    for (const sub of this.#subscriptions) sub.unsubscribe();
-    this.#subscriptions.clear();
-    await Promise.allSettled([...this.#purges, this.#repairing]);
+    clearInterval(this.#renewEarly);
+    await Promise.allSettled(this.#closing.map((f) => f()));
+    const early = [...this.#early.values()];
+    this.#early.clear();
+    await Promise.allSettled([...early.map((fire) => this.#giveBack(fire)), this.#purging]);
   }
 }
 
@@ -412,13 +576,6 @@ function onStatus(io: NatsIo, handle: (type: string) => void): () => void {
   };
 }
 
-/** Calls `then` after every reconnection of the connection of `io`; returns how to stop. */
-function onReconnect(io: NatsIo, then: () => void): () => void {
-  return onStatus(io, (type) => {
-    if (type === 'reconnect') then();
-  });
-}
-
 /** Reports `lost` on a disconnection and `live` once reconnected (the subscription is resent then). */
 function watchStatus(io: NatsIo, listener: (event: WatchEvent) => void): () => void {
   return onStatus(io, (type) => {
@@ -432,18 +589,14 @@ function opOf(w: Write): StoreOp {
   return w;
 }
 
-/**
- * The operations of one settlement, applied as one group (all or nothing); a consumed or retried
- * schedule's claim marker (on the record sequence `marked`) is marked settled with them.
- */
-function settlementOps(s: Settlement, marked: number | undefined): StoreOp[] {
+/** The operations of one settlement, applied as one group (all or nothing). */
+function settlementOps(s: Settlement): StoreOp[] {
   const { key, version } = s.schedule;
   const writes = s.writes.map(opOf);
   if (s.outcome === 'release') return writes;
-  const unclaim: StoreOp[] = marked !== undefined ? [{ op: 'unclaim', key, seq: marked }] : [];
   if (s.outcome === 'retry')
-    return s.failure ? [{ op: 'fail', key, version, ...s.failure }, ...writes, ...unclaim] : writes;
-  const ops: StoreOp[] = [{ op: 'consume', key, version }, ...unclaim];
+    return s.failure ? [{ op: 'fail', key, version, ...s.failure }, ...writes] : writes;
+  const ops: StoreOp[] = [{ op: 'consume', key, version }];
   if (s.dead)
     ops.push({
       op: 'dead',

@@ -2,10 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BackendError, ConflictError } from '@duetime/core';
 import type { BatchMessage, NatsIo, StoredMessage } from '../io.js';
-import { bucketOf, type Layout } from '../layout.js';
+import type { Layout } from '../layout.js';
 import { TransactionTooLargeError } from './limits.js';
-import { type Expectation, type Group, type GroupPlan, PAIRS, planGroups, ROLLUP } from './plan.js';
-import type { DuePair } from './records.js';
+import { type Expectation, type Group, type GroupPlan, planGroups } from './plan.js';
 
 /**
  * Turns groups of store operations into messages of one atomic batch publish, and publishes them.
@@ -24,8 +23,8 @@ import type { DuePair } from './records.js';
  * A batch whose expectation fails is refused whole; the groups whose preconditions no longer hold are
  * found by reading those subjects again, left out (reported as conflicts), and the batch published again.
  *
- * Every record written (a put, a failed attempt, a recurrence's next occurrence) adds its key and due
- * time to the due index subject of that second, and marks that hour; see {@link DueIndex}.
+ * Every record written (a put, a failed attempt, a recurrence's next occurrence) comes with its timer
+ * (`t.<key>`, a JetStream message schedule), in the same batch; see plan.ts.
  */
 
 export interface CommitContext {
@@ -37,6 +36,8 @@ export interface CommitContext {
    * own ceiling when the server refuses a batch as too large.
    */
   maxBatch: number;
+  /** How long before its due time a schedule's timer fires (the fires consumer holds it until then). */
+  fireAheadMs: number;
 }
 
 export interface CommitOutcome {
@@ -44,8 +45,6 @@ export interface CommitOutcome {
   results: (Error | undefined)[];
   /** Per group: the earliest due time among the records it wrote, when applied. */
   earliest: (number | undefined)[];
-  /** Per group: the due times of the records it wrote, when applied. */
-  dues: number[][];
 }
 
 /** Commits independent groups; see the module comment. */
@@ -60,7 +59,7 @@ export async function commitGroups(c: CommitContext, groups: readonly Group[]): 
     for (let i = start; i < plans.length; i++) {
       const plan = plans[i] as GroupPlan;
       const n = plan.conflict ? 0 : plan.messages.length;
-      if (chunk.length > 0 && size + n + extraMessages(plans, [...chunk, i]) > c.maxBatch) break;
+      if (chunk.length > 0 && size + n > c.maxBatch) break;
       chunk.push(i);
       size += n;
     }
@@ -70,7 +69,6 @@ export async function commitGroups(c: CommitContext, groups: readonly Group[]): 
   return {
     results,
     earliest: plans.map((p, i) => (results[i] ? undefined : p.earliest)),
-    dues: plans.map((p, i) => (results[i] ? [] : p.messages.flatMap((m) => PAIRS.get(m)?.[1] ?? []))),
   };
 }
 
@@ -116,7 +114,6 @@ export class Committer {
             b.resolve({
               results: outcome.results.slice(at, at + n),
               earliest: outcome.earliest.slice(at, at + n),
-              dues: outcome.dues.slice(at, at + n),
             });
             at += n;
           }
@@ -135,9 +132,9 @@ export class Committer {
  * found while planning, before anything of the commit is published, and left out like a conflicting one.
  */
 function tooLarge(c: CommitContext, plan: GroupPlan): TransactionTooLargeError | undefined {
-  // A message brings at most two due-index messages with it (its second and its hour).
-  if (plan.messages.length * 3 <= c.maxBatch) return undefined;
-  const messages = batchOf(c, [plan], [0]);
+  if (plan.messages.length <= c.maxBatch) return undefined;
+  // A subject written twice is sent once: count what would be sent.
+  const messages = batchOf([plan], [0]);
   if (messages.length <= c.maxBatch) return undefined;
   return new TransactionTooLargeError(recordCount(c, messages), messages.length, c.maxBatch);
 }
@@ -146,11 +143,6 @@ function tooLarge(c: CommitContext, plan: GroupPlan): TransactionTooLargeError |
 function recordCount(c: CommitContext, messages: readonly BatchMessage[]): number {
   const records = `${c.layout.prefix}.s.`;
   return messages.filter((m) => m.subject.startsWith(records)).length;
-}
-
-/** The due-index messages the groups `indices` add (one per second and one per hour touched). */
-function extraMessages(plans: readonly GroupPlan[], indices: readonly number[]): number {
-  return dueMessages(plans, indices, undefined).length;
 }
 
 /** Publishes the groups `indices` (those without a conflict) as one atomic batch, retrying conflicts. */
@@ -163,7 +155,7 @@ async function publishChunk(
   // Each attempt leaves out more groups; there are at most as many attempts as groups (plus one).
   for (let attempt = 0; attempt <= indices.length; attempt++) {
     const live = indices.filter((i) => results[i] === undefined);
-    const messages = batchOf(c, plans, live);
+    const messages = batchOf(plans, live);
     if (messages.length === 0) return;
     if (messages.length > c.maxBatch) {
       // Not reached: planning refuses a group too large for one batch, and chunks are cut between groups.
@@ -193,7 +185,10 @@ async function publishChunk(
         results[i] = conflictOf(refusing);
       } else {
         // A failure for a version that was replaced meanwhile: nothing to record.
-        plan.messages = plan.messages.filter((m) => !bad.some((e) => e.subject === m.subject));
+        // A dropped record takes its timer along: the key's current timer stays.
+        plan.messages = plan.messages.filter(
+          (m) => !bad.some((e) => e.subject === m.subject || m.subject === c.layout.timer(e.key)),
+        );
         plan.expectations = plan.expectations.filter((e) => !bad.includes(e));
         if (plan.messages.length === 0) plan.earliest = undefined;
       }
@@ -264,11 +259,11 @@ async function failingExpectations(
 }
 
 /**
- * The messages of the groups `indices`, with their due-index messages first. A subject written more than
+ * The messages of the groups `indices`. A subject written more than
  * once keeps only its last write (a batch may roll a subject up once), which takes over the expectation
  * of the first (an expectation is only ever on a subject's first write in a batch: see planGroups).
  */
-function batchOf(c: CommitContext, plans: readonly GroupPlan[], indices: readonly number[]): BatchMessage[] {
+function batchOf(plans: readonly GroupPlan[], indices: readonly number[]): BatchMessage[] {
   const messages = indices.flatMap((i) => plans[i]!.messages);
   if (messages.length === 0) return [];
   const lastWrite = new Map<string, number>();
@@ -278,71 +273,14 @@ function batchOf(c: CommitContext, plans: readonly GroupPlan[], indices: readonl
     const expected = m.headers?.[EXPECTED];
     if (expected !== undefined && !expectations.has(m.subject)) expectations.set(m.subject, expected);
   }
-  const kept = messages.flatMap((m, i) => {
+  return messages.flatMap((m, i) => {
     if (lastWrite.get(m.subject) !== i) return [];
     const expected = expectations.get(m.subject);
     if (expected === undefined || m.headers?.[EXPECTED] === expected) return [m];
-    const copy: BatchMessage = { ...m, headers: { ...m.headers, [EXPECTED]: expected } };
-    const pair = PAIRS.get(m);
-    if (pair) PAIRS.set(copy, pair);
-    return [copy];
+    return [{ ...m, headers: { ...m.headers, [EXPECTED]: expected } }];
   });
-  // Records first: a fresh store numbers its first versions from 2 on (the format record is 1).
-  return [...kept, ...dueMessages(plans, indices, c.layout)];
 }
 
 const EXPECTED = 'Nats-Expected-Last-Subject-Sequence';
-
-/** The due-index messages of the groups `indices`: see {@link indexMessages}. */
-function dueMessages(
-  plans: readonly GroupPlan[],
-  indices: readonly number[],
-  layout: Layout | undefined,
-): BatchMessage[] {
-  const pairs: DuePair[] = [];
-  for (const i of indices) {
-    const plan = plans[i] as GroupPlan;
-    if (plan.conflict) continue;
-    for (const m of plan.messages) {
-      const pair = PAIRS.get(m);
-      if (pair) pairs.push(pair);
-    }
-  }
-  if (!layout) return new Array(indexMessageCount(pairs));
-  return indexMessages(layout, pairs);
-}
-
-function indexMessageCount(pairs: readonly DuePair[]): number {
-  const seconds = new Set<string>();
-  const hours = new Set<number>();
-  for (const [, due] of pairs) {
-    const { hour, second } = bucketOf(due);
-    seconds.add(`${hour}.${second}`);
-    hours.add(hour);
-  }
-  return seconds.size + hours.size;
-}
-
-/**
- * The due-index messages for records with these `[key, due]` pairs: one message per second of due time
- * (all its pairs) and one marker per hour.
- */
-export function indexMessages(layout: Layout, pairs: readonly DuePair[]): BatchMessage[] {
-  const seconds = new Map<string, DuePair[]>();
-  const hours = new Set<number>();
-  for (const pair of pairs) {
-    const { hour, second } = bucketOf(pair[1]);
-    const name = `${hour}.${second}`;
-    const list = seconds.get(name);
-    if (list) list.push(pair);
-    else seconds.set(name, [pair]);
-    hours.add(hour);
-  }
-  const out: BatchMessage[] = [];
-  for (const hour of hours) out.push({ subject: layout.hourMarker(hour), data: '', headers: ROLLUP });
-  for (const [name, list] of seconds)
-    out.push({ subject: `${layout.prefix}.q.${name}`, data: JSON.stringify(list) });
-  return out;
-}
 
 export type { StoredMessage };

@@ -8,17 +8,15 @@ import { MAX_ATOMIC_BATCH } from '../io.js';
  * `atomicBatchLimit` says what the server allows, and a server refusal teaches it the real ceiling). Refused
  * before anything is written: nothing of it is stored. Split the work into smaller transactions.
  *
- * What a commit writes: one message per schedule it writes or cancels, per event and per dead letter, plus
- * one due-index message per second and one per hour among the due times of the schedules it writes. So
- * 998 schedules due in one second fit one transaction, and about 499 that are each due in a second of
- * their own.
+ * What a commit writes: two messages per schedule it writes or cancels (its record and its timer), one
+ * per event and per dead letter. So 500 schedules fit one transaction at the server's default.
  *
  * It is an {@link InvalidArgumentError} (code `DUETIME_INVALID_ARGUMENT`, field `transaction`).
  */
 export class TransactionTooLargeError extends InvalidArgumentError {
   /** Schedules the transaction writes or cancels (records and their tombstones). */
   readonly schedules: number;
-  /** Messages its atomic batch would hold, due-index messages included. */
+  /** Messages its atomic batch would hold, timers included. */
   readonly messages: number;
   /** The most messages one atomic batch holds. */
   readonly limit: number;
@@ -27,7 +25,7 @@ export class TransactionTooLargeError extends InvalidArgumentError {
     super(
       'transaction',
       `${schedules} schedules in ${messages} messages`,
-      `a NATS store commits a transaction as one atomic batch, at most ${limit} messages (one per schedule written or cancelled, event and dead letter, plus one per second and per hour of the due times written); nothing was written: split it into smaller transactions (or raise the server's jetstream.limits.batch.max_msgs and the backend's atomicBatchLimit together)`,
+      `a NATS store commits a transaction as one atomic batch, at most ${limit} messages (two per schedule written or cancelled: its record and its timer; one per event and dead letter); nothing was written: split it into smaller transactions (or raise the server's jetstream.limits.batch.max_msgs and the backend's atomicBatchLimit together)`,
     );
     this.schedules = schedules;
     this.messages = messages;

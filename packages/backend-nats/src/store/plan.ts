@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import {
   ConflictError,
   type DeadLetterRecord,
@@ -8,11 +9,11 @@ import {
   stateOf,
 } from '@duetime/core';
 import type { BatchMessage } from '../io.js';
-import { settledMarker } from './claims.js';
+import { atSchedule, H } from '../jetstream-scheduler/headers.js';
+import type { Layout } from '../layout.js';
 import type { CommitContext } from './commit.js';
 import {
   DELETED,
-  type DuePair,
   encodeDeadLetter,
   encodeEvent,
   encodeRecord,
@@ -48,9 +49,7 @@ export type StoreOp =
   | { op: 'fail'; key: string; version: number; attempts: number; dueAt: Date; error: string; at?: Date }
   /** Keeps a dead letter under its key, replacing an older one. */
   | { op: 'dead'; record: DeadLetterRecord }
-  | { op: 'deleteDead'; key: string }
-  /** Marks the delivery claim of `key`'s record at `seq` settled (see claims.ts). */
-  | { op: 'unclaim'; key: string; seq: number };
+  | { op: 'deleteDead'; key: string };
 
 export interface Expectation {
   subject: string;
@@ -82,11 +81,39 @@ export interface Group {
   claims: ReadonlyMap<string, Claim>;
 }
 
-/** The due pair of each record message (kept beside the message, so the batch can be rebuilt). */
-export const PAIRS = new WeakMap<BatchMessage, DuePair>();
-
 export const ROLLUP = { 'Nats-Rollup': 'sub' } as const;
 const TOMBSTONE = { 'Nats-Rollup': 'sub', 'Nats-TTL': TOMBSTONE_TTL, [DELETED]: '1' } as const;
+
+/**
+ * The timer of a record due at `due` whose id is `id`: a JetStream message schedule on `t.<key>` that fires
+ * into `f.<key>` `lead` ms before `due` (the server fires on a 250 ms grid under load; the fires consumer
+ * holds an early fire until its due instant). A new timer on the subject replaces a pending one. Its
+ * headers are the JetStream scheduler's (`Duetime-Timer`, `Duetime-Due`), copied by the server to the fire.
+ */
+export function timerMessage(
+  layout: Layout,
+  key: string,
+  due: number,
+  id: string,
+  lead: number,
+): BatchMessage {
+  return {
+    subject: layout.timer(key),
+    data: '',
+    headers: {
+      ...ROLLUP,
+      [H.schedule]: atSchedule(due - lead),
+      [H.scheduleTarget]: layout.fire(key),
+      [H.timer]: id,
+      [H.due]: String(due),
+    },
+  };
+}
+
+/** A fresh timer id. */
+export function newTimerId(): string {
+  return randomBytes(9).toString('base64url');
+}
 
 /**
  * Plans every group: reads what the operations need (prefix deletions, unclaimed consumptions). `refuse`
@@ -109,15 +136,17 @@ export async function planGroups(
     // Keys this group wrote so far (a put, a deletion): a version check after them cannot hold.
     const touched = new Set<string>();
     const record = (key: string, value: RecordValue, expected?: Expectation) => {
-      const m: BatchMessage = {
-        subject: layout.record(key),
-        data: encodeRecord(value),
-        headers: expected
-          ? { ...ROLLUP, 'Nats-Expected-Last-Subject-Sequence': String(expected.expected) }
-          : ROLLUP,
-      };
-      PAIRS.set(m, [key, value.due]);
-      plan.messages.push(m);
+      const t = newTimerId();
+      plan.messages.push(
+        {
+          subject: layout.record(key),
+          data: encodeRecord({ ...value, t }),
+          headers: expected
+            ? { ...ROLLUP, 'Nats-Expected-Last-Subject-Sequence': String(expected.expected) }
+            : ROLLUP,
+        },
+        timerMessage(layout, key, value.due, t, c.fireAheadMs),
+      );
       if (expected) plan.expectations.push(expected);
       mine.add(key);
       if (plan.earliest === undefined || value.due < plan.earliest) plan.earliest = value.due;
@@ -159,6 +188,7 @@ export async function planGroups(
           break;
         case 'delete':
           tombstone(layout.record(op.key));
+          tombstone(layout.timer(op.key));
           mine.delete(op.key);
           touched.add(op.key);
           break;
@@ -167,6 +197,7 @@ export async function planGroups(
           for (const key of [...putKeys, ...mine]) if (key.startsWith(op.prefix)) keys.add(key);
           for (const key of keys) {
             tombstone(layout.record(key));
+            tombstone(layout.timer(key));
             mine.delete(key);
             touched.add(key);
           }
@@ -232,9 +263,6 @@ export async function planGroups(
         case 'deleteDead':
           tombstone(layout.deadLetter(op.key));
           break;
-        case 'unclaim':
-          plan.messages.push({ subject: layout.claim(op.key), ...settledMarker(op.seq) });
-          break;
       }
       if (plan.conflict) break;
     }
@@ -249,7 +277,9 @@ export async function planGroups(
           `${clash.key} was changed by an earlier part of this batch`,
         );
       else if (clash) {
-        plan.messages = plan.messages.filter((m) => m.subject !== clash.subject);
+        plan.messages = plan.messages.filter(
+          (m) => m.subject !== clash.subject && m.subject !== layout.timer(clash.key),
+        );
         plan.expectations = plan.expectations.filter((e) => e !== clash);
       }
     }

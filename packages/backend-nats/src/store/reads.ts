@@ -5,8 +5,8 @@ import { isRecurring, toDeadLetter, toSchedule } from './records.js';
 
 /**
  * Listings that read every record under a prefix (in stream order) and keep the first `limit` in the
- * query's order: a scan, as there is no index by deadline or key. Tools list; deliveries use the due
- * index.
+ * query's order: a scan, as there is no index by deadline or key. Tools list; deliveries take the fires
+ * of the schedules' timers.
  */
 
 interface ReadContext {

@@ -37,6 +37,11 @@ export interface RecordValue {
    * version, numbered by its own stream sequence (plus the store's version base).
    */
   v?: number;
+  /**
+   * The id of the record's timer (`t.<key>`), copied to what it fires: a fire whose id is not the
+   * current record's is stale. Absent in records of format 1, whose timers use `s<sequence>`.
+   */
+  t?: string;
 }
 
 /** A dead letter (`x.<key>`). */
@@ -56,13 +61,11 @@ export interface EventValue {
   ts: number;
 }
 
-/** One entry of the due index: a key and the due time of its record when the entry was written. */
-export type DuePair = [key: string, due: number];
-
 /** The store's format record (`meta`), written once when the stream is created. */
 export interface MetaValue {
   format: 'duetime-nats-store';
-  version: 1;
+  /** 1: the due index and claim markers of the store's own; 2: timers and the fires consumer. */
+  version: 1 | 2;
   /** Added to record sequences to make versions (non-zero for a store migrated from the old format). */
   versionBase: number;
 }
@@ -173,9 +176,8 @@ export function encodeEvent(event: Event): string {
   return JSON.stringify(value);
 }
 
-export function toPairs(m: StoredMessage): DuePair[] {
-  const pairs = parse<DuePair[]>(m, 'due-index entry');
-  if (!Array.isArray(pairs))
-    throw new CorruptDataError(`message ${m.seq} on ${m.subject} is not a duetime due-index entry`);
-  return pairs;
+/** The id of the timer a record message's schedule fires with (see {@link RecordValue.t}). */
+export function timerIdOf(m: StoredMessage): string {
+  const r = parse<RecordValue>(m, 'schedule');
+  return typeof r?.t === 'string' ? r.t : `s${m.seq}`;
 }

@@ -299,6 +299,14 @@ export interface StoreAdapter<Sql = unknown, U extends Unit<Sql> = Unit<Sql>> {
    * due.
    */
   readonly order?: readonly ListQuery['order'][];
+  /**
+   * The engine keeps each schedule's due time itself (a timer per schedule, such as a JetStream message
+   * schedule) and `watch` reports each as it falls due (`change` with `earliest`, the due instant). Core's
+   * dispatchers then never ask `listSchedules` for the next deadline (which such an engine could only
+   * answer by reading every schedule) and sleep until a change comes, looking again every
+   * `watchedRescanInterval`. `store.nextDueAt()` still asks, for whoever calls it.
+   */
+  readonly dueByWatch?: boolean;
   /** Limits of the engine that core respects. */
   readonly limits?: {
     /** Most schedules one delivery may claim (the dispatcher's `batchSize` is capped at it). */

@@ -1,3 +1,4 @@
+import { DueHeap, type HeapItem } from '../calendar/decide/heap.js';
 import type { Clock } from '../clock.js';
 import { ClosedError, InvalidArgumentError } from '../errors.js';
 import { Emitter, type Listener, type Observable } from '../events.js';
@@ -7,6 +8,7 @@ import type { Delivery } from '../store/delivery.js';
 import {
   type CoreStoreInternals,
   claimLimit,
+  dueByWatch,
   isCoreStore,
   openDelivery,
   type Store,
@@ -43,6 +45,8 @@ export const MAX_BATCH_SIZE = 10_000;
 export const DEFAULT_MAX_ATTEMPTS = 20;
 /** Claimed by the first batch, before the dispatcher has seen how long processors take. */
 const FIRST_BATCH = 16;
+/** The most due instants a push channel's reports keep (see `dueByWatch`). */
+const MAX_REPORTED = 100_000;
 
 /**
  * Delivers due schedules to a processor, in delivery batches whose commits consume the schedules together
@@ -85,6 +89,11 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
   #mayHaveDue = true;
   /** Consecutive looks that found work due but none claimable (held by other open deliveries). */
   #heldLooks = 0;
+  /**
+   * The due instants the store's push channel reported that no claim has looked past yet, earliest first:
+   * what a store whose engine keeps the time (`dueByWatch`) tells instead of a next deadline.
+   */
+  readonly #reported = new DueHeap<HeapItem>();
   /**
    * Set when a batch put back a schedule whose last attempt crashed its process: claims take one schedule
    * at a time until such a schedule comes alone, so it never runs beside another.
@@ -274,7 +283,12 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
   #onChange(change: StoreChange): void {
     // A channel that came back (or went away): changes may have been missed, look again.
     if (change.channel !== undefined) this.wake();
-    else if (change.earliest === undefined || change.earliest.getTime() < this.#loop.armedAt) this.wake();
+    else {
+      // Bounded: past it, full claims keep the dispatcher claiming anyway.
+      if (change.earliest !== undefined && this.#store[dueByWatch] && this.#reported.size < MAX_REPORTED)
+        this.#reported.upsert({ due: change.earliest.getTime(), heapIndex: -1 });
+      if (change.earliest === undefined || change.earliest.getTime() < this.#loop.armedAt) this.wake();
+    }
   }
 
   /** The longest sleep: long while the push channel reports every change, short when it cannot. */
@@ -323,7 +337,15 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
     // Slots are full: a finishing batch wakes the loop.
     if (this.#batches.size >= this.#concurrency || this.#exclusive || !this.#loop.running) return backstop;
     if (this.#mayHaveDue) return 0;
-    const next = await this.#store.nextDueAt();
+    // An engine that reports schedules as they fall due is not asked for the next one: what it reported
+    // and no claim has looked past yet is the next.
+    while ((this.#reported.peek()?.due ?? Number.POSITIVE_INFINITY) <= claimedAt) this.#reported.pop();
+    const reported = this.#reported.peek()?.due;
+    const next = this.#store[dueByWatch]
+      ? reported === undefined
+        ? undefined
+        : new Date(reported)
+      : await this.#store.nextDueAt();
     if (next === undefined) return backstop;
     const delay = next.getTime() - this.#clock.now();
     if (delay > 0) return Math.min(delay, backstop);

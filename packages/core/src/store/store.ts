@@ -200,12 +200,15 @@ export const openDelivery = Symbol('duetime.openDelivery');
 export const claimLimit = Symbol('duetime.claimLimit');
 /** Whether a store's backend keeps schedules in due order (it can tell the next deadline). */
 export const knowsDueOrder = Symbol('duetime.knowsDueOrder');
+/** Whether a store's engine reports schedules as they fall due (its dispatchers do not ask for the next). */
+export const dueByWatch = Symbol('duetime.dueByWatch');
 
 /** A store made by {@link createStore}, with what core's dispatcher uses besides the public API. */
 export interface CoreStoreInternals<Sql> {
   [openDelivery](claim: ClaimRequest): Promise<Delivery<Sql>>;
   readonly [claimLimit]: number | undefined;
   readonly [knowsDueOrder]: boolean;
+  readonly [dueByWatch]: boolean;
 }
 
 /**
@@ -249,6 +252,10 @@ class CoreStore<Sql> implements Store<Sql>, CoreStoreInternals<Sql> {
 
   get [knowsDueOrder](): boolean {
     return this.#adapter.order === undefined || this.#adapter.order.includes('due');
+  }
+
+  get [dueByWatch](): boolean {
+    return this.#adapter.dueByWatch === true;
   }
 
   get watching(): boolean {

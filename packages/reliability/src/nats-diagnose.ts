@@ -1,0 +1,65 @@
+import { connectNats } from '@duetime/backend-nats';
+
+interface StoredMsg {
+  subject: string;
+  seq: number;
+  time: string;
+  hdrs?: string;
+}
+
+/** A message's headers as one line (`Name: value; …`), from the base64 block the JetStream API answers. */
+function headersOf(hdrs: string | undefined): string {
+  if (!hdrs) return '';
+  return Buffer.from(hdrs, 'base64')
+    .toString('utf8')
+    .split('\r\n')
+    .slice(1)
+    .filter((line) => line.length > 0)
+    .join('; ');
+}
+
+/**
+ * What a NATS store holds for `keys` (each key's record, timer and latest fire, with headers) and the
+ * state of its fires consumer: printed when an outage run lost or left behind schedules, to tell a lost
+ * timer from a fire that was dropped or never taken. Keys of the run are plain (`k/g1/4`), so their
+ * subjects are their segments joined by dots.
+ */
+export async function describeNatsKeys(
+  url: string,
+  prefix: string,
+  keys: readonly string[],
+): Promise<string[]> {
+  const nc = await connectNats(url, { connectTimeoutMs: 3000 });
+  const lines: string[] = [];
+  const api = async (subject: string, body: unknown) =>
+    JSON.parse(
+      new TextDecoder().decode((await nc.request(subject, JSON.stringify(body), { timeout: 3000 })).data),
+    );
+  try {
+    const stream = `${prefix}_store`;
+    const consumer = await api(`$JS.API.CONSUMER.INFO.${stream}.${prefix}_fires`, {});
+    lines.push(
+      consumer.error
+        ? `fires consumer: ${consumer.error.description}`
+        : `fires consumer: delivered ${JSON.stringify(consumer.delivered)} ack_floor ${JSON.stringify(consumer.ack_floor)} pending ${consumer.num_pending} ack_pending ${consumer.num_ack_pending} redelivered ${consumer.num_redelivered} waiting ${consumer.num_waiting}`,
+    );
+    for (const key of keys) {
+      const tokens = key.split('/').join('.');
+      for (const kind of ['s', 't', 'f']) {
+        const subject = `${prefix}.${kind}.${tokens}`;
+        const reply = await api(`$JS.API.STREAM.MSG.GET.${stream}`, { last_by_subj: subject });
+        const m = reply.message as StoredMsg | undefined;
+        lines.push(
+          m
+            ? `${key} ${kind}: seq ${m.seq} at ${m.time} ${headersOf(m.hdrs)}`
+            : `${key} ${kind}: none (${reply.error?.description ?? 'no message'})`,
+        );
+      }
+    }
+  } catch (error) {
+    lines.push(`could not read the store: ${String(error)}`);
+  } finally {
+    await nc.close();
+  }
+  return lines;
+}
