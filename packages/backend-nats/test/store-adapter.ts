@@ -15,7 +15,7 @@ const connections: NatsConnection[] = [];
  */
 export async function storeAdapterOn(
   namespace: string,
-  options: Partial<Pick<NatsStoreContext, 'claimTtlMs' | 'fireAheadMs'>> = {},
+  options: Partial<Pick<NatsStoreContext, 'claimTtlMs' | 'fireAheadMs' | 'serverNow'>> = {},
 ): Promise<{ adapter: NatsStoreAdapter; io: NatsIo }> {
   const nc = await connectNats(NATS_STORE_URL);
   connections.push(nc);

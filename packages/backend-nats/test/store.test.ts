@@ -253,6 +253,31 @@ describe('nats store adapter', () => {
     for (const [key, versions] of delivered) expect(versions.at(-1), key).toBe(2);
   }, 60_000);
 
+  it('keeps no claim of a delivery whose server clock could not be read (an outage as it claims)', async () => {
+    const backend = await open();
+    let clockDown = true;
+    const { adapter } = await storeAdapterOn(backend.namespace, {
+      serverNow: async () => {
+        if (clockDown) throw new Error('the server clock cannot be read');
+        return Date.now();
+      },
+    });
+    await backend.store.transact((tx) => tx.schedule('clock/1', new Date(Date.now() - 1000), msg('c')));
+    await waitFor('its timer to fire', async () => (await subjectsByKind(backend.namespace)).has('f'));
+    // The delivery claims the fire, then looks at the server's clock, which an outage keeps from it.
+    const delivered: string[] = [];
+    await waitFor('clock/1 delivered', async () => {
+      try {
+        delivered.push(...(await deliver(adapter, new Date(), 10)).map((s) => s.key));
+      } finally {
+        clockDown = false;
+      }
+      return delivered.includes('clock/1');
+    });
+    expect(delivered).toEqual(['clock/1']);
+    expect(await backend.store.loadSchedule('clock/1')).toBeUndefined();
+  }, 60_000);
+
   it('runs each occurrence of a recurring schedule once between two dispatchers of two instances', async () => {
     const first = await open();
     const second = await open(first.namespace);

@@ -193,9 +193,19 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
       if (fire.due > now && (earliest === undefined || fire.due < earliest)) earliest = fire.due;
     if (earliest !== undefined) this.#emit({ type: 'change', earliest: new Date(earliest) });
     const unit = await this.#claim(candidates);
+    // From here on the unit holds claims: nothing may throw it away (its keys would stay claimed here and
+    // its fires held, unrenewed and never given back). Reading for a clock ahead of the server's is an
+    // extra: an outage skips it.
     const room = claim.limit - (unit.claimed?.length ?? 0);
-    if (room > 0 && now > (await this.#c.serverNow()) + AHEAD_OF_SERVER_MS)
-      await this.#claimByReading(unit, now, room);
+    if (room > 0)
+      try {
+        if (now > (await this.#c.serverNow()) + AHEAD_OF_SERVER_MS)
+          await this.#claimByReading(unit, now, room);
+      } catch (error) {
+        this.#c.logger.debug('nats store: reading what is due by a clock ahead of the server failed', {
+          error,
+        });
+      }
     return unit;
   }
 
@@ -223,7 +233,12 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
     }
     const claims = unit.claims as Map<string, Claim>;
     const claimed = unit.claimed as Claimed[];
-    for (const c of found.sort((a, b) => compareDue(a.schedule, b.schedule)).slice(0, room)) {
+    let taken = 0;
+    for (const c of found.sort((a, b) => compareDue(a.schedule, b.schedule))) {
+      if (taken >= room) break;
+      // Claimed by another unit of this process while the records were read.
+      if (this.#open.has(c.schedule.key)) continue;
+      taken++;
       this.#open.add(c.schedule.key);
       claims.set(c.schedule.key, c);
       claimed.push({ ...c.schedule });
