@@ -25,6 +25,11 @@ export interface Layout {
   readonly storeSubjects: readonly string[];
   /** The store's format record: written once, never purged, so the stream is never empty. */
   readonly meta: string;
+  /**
+   * Commit markers: one per atomic batch, carrying its `Nats-Msg-Id`, kept for the duplicate window
+   * (`Nats-TTL`) so that a retried batch is known as stored even across a server restart.
+   */
+  readonly commits: string;
   /** A schedule's record. */
   record(key: string): string;
   /** A filter matching the records whose keys may start with `prefix` (a superset: check the keys). */
@@ -124,8 +129,9 @@ export function layout(prefix: string): Layout {
     prefix: p,
     storeStream: `${p}_store`,
     leaseStream: `${p}_lease`,
-    storeSubjects: [`${p}.s.>`, `${p}.t.>`, `${p}.f.>`, `${p}.e.>`, `${p}.x.>`, `${p}.meta`],
+    storeSubjects: [`${p}.s.>`, `${p}.t.>`, `${p}.f.>`, `${p}.e.>`, `${p}.x.>`, `${p}.meta`, `${p}.d`],
     meta: `${p}.meta`,
+    commits: `${p}.d`,
     record: (key) => `${s}.${keyTokens(key)}`,
     recordFilter: (prefix) => prefixFilter(s, prefix),
     keyOfRecord: (subject) => tokensKey(subject.slice(s.length + 1)),

@@ -25,6 +25,7 @@ import { type MigrationOptions, type MigrationReport, migrateLegacyNatsStore } f
 import { type NatsBackendOptions, readPlainOptions, readSettings, type Settings } from './options.js';
 import { ServerClock } from './server-clock.js';
 import {
+  addCommitMarkers,
   ensureLeaseStream,
   ensureStore,
   readMeta,
@@ -137,6 +138,7 @@ export const createNatsBackend = defineBackend<
         throw new NotSupportedError(
           `stream ${layout.storeStream} holds a store of format 1 (a due index of its own); open it once with migrate: true to move it to format 2 (JetStream timers) in place, after stopping every process of the earlier version`,
         );
+      await addCommitMarkers(io, layout, false);
     }
     await ensureLeaseStream(io, layout, s);
     const serverClock = new ServerClock(io, layout);

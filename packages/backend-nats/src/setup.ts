@@ -62,6 +62,7 @@ export async function ensureStore(
   claimTtlMs = DEFAULT_CLAIM_TTL_MS,
 ): Promise<MetaValue> {
   await upgradeFormat1(io, layout, claimTtlMs);
+  await addCommitMarkers(io, layout);
   await io.ensureStream(storeStream(layout, s));
   const meta = await ensureMeta(io, layout, versionBase);
   await ensureFiresConsumer(io, layout, claimTtlMs);
@@ -166,6 +167,29 @@ async function upgradeFormat1(io: NatsIo, layout: Layout, claimTtlMs: number): P
   for (const filter of layout.format1Subjects) await io.purge(layout.storeStream, { filter });
   const now = await io.jsm.streams.info(layout.storeStream);
   await io.jsm.streams.update(layout.storeStream, { ...now.config, subjects: [...layout.storeSubjects] });
+}
+
+/**
+ * Adds the commit markers' subject to a store of format 2 made before the store wrote them (its subjects
+ * otherwise the store's own). Processes of the earlier version that run go on (they write no markers); one
+ * started afterwards refuses the stream (its subjects differ).
+ */
+export async function addCommitMarkers(io: NatsIo, layout: Layout, add = true): Promise<void> {
+  let config: Awaited<ReturnType<typeof io.jsm.streams.info>>['config'];
+  try {
+    config = (await io.jsm.streams.info(layout.storeStream)).config;
+  } catch (error) {
+    if (isStreamNotFound(error)) return;
+    throw io.error(error, `read stream ${layout.storeStream}`);
+  }
+  const subjects = config.subjects ?? [];
+  if (subjects.includes(layout.commits)) return;
+  if (!subjects.every((subject) => layout.storeSubjects.includes(subject))) return;
+  if (!add)
+    throw new NotSupportedError(
+      `stream ${layout.storeStream} has no subject for commit markers (${layout.commits}); open it once with migrate: true to add it`,
+    );
+  await io.jsm.streams.update(layout.storeStream, { ...config, subjects: [...layout.storeSubjects] });
 }
 
 /** Refuses to go on when `stream` is missing (opening with `migrate: false`). */

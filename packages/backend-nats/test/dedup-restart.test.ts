@@ -3,6 +3,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { headers } from '@nats-io/transport-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connectNats } from '../src/index.js';
+import { type BatchMessage, NatsIo } from '../src/io.js';
 
 // What the store's commit retry leans on: JetStream's duplicate detection (`Nats-Msg-Id`), across a crash of
 // the server, on a NATS 2.15 server of the test's own. The store retries a commit whose reply was lost with
@@ -82,6 +83,50 @@ describe('JetStream duplicate detection across a server crash', () => {
       }
       expect(again.duplicate).toBe(false);
       expect(again.seq).toBeGreaterThan(first.seq);
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it('keeps a message id across a restart while a marker carrying it is held (the commit marker, with a TTL)', async () => {
+    server = await PrivateNatsServer.start({ binary: newerNatsServerBinary() });
+    const before = await connectNats(server.url, { reconnectTimeWaitMs: 100 });
+    const jsm = await jetstreamManager(before);
+    await jsm.streams.add({
+      name: 'MARK',
+      subjects: ['MARK.>'],
+      storage: 'file' as never,
+      duplicate_window: 120_000_000_000,
+      allow_rollup_hdrs: true,
+      allow_atomic: true,
+      allow_msg_ttl: true,
+      allow_direct: true,
+    } as never);
+    const batch: BatchMessage[] = [
+      { subject: 'MARK.d', data: '', headers: { 'Nats-Msg-Id': 'commit-1', 'Nats-TTL': '130s' } },
+      { subject: 'MARK.a', data: 'put' },
+    ];
+    const io = await NatsIo.open(before, 5000);
+    expect(await io.atomicPublish(batch)).toMatchObject({ kind: 'stored', count: 2 });
+    expect(await io.atomicPublish(batch)).toEqual({ kind: 'duplicate' });
+    await jetstream(before).publish('MARK.a', 'consumed', { headers: rollup() });
+    await before.close();
+    await server.restart(200);
+    const nc = await connectNats(server.url, { reconnectTimeWaitMs: 100 });
+    try {
+      const again = await NatsIo.open(nc, 5000);
+      const deadline = Date.now() + 20_000;
+      let result: Awaited<ReturnType<typeof again.atomicPublish>> | undefined;
+      while (!result) {
+        try {
+          result = await again.atomicPublish(batch);
+        } catch (error) {
+          if (Date.now() > deadline) throw error;
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+      }
+      expect(result).toEqual({ kind: 'duplicate' });
+      expect(new TextDecoder().decode((await again.last('MARK', 'MARK.a'))?.data)).toBe('consumed');
     } finally {
       await nc.close();
     }

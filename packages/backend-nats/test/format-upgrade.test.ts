@@ -65,6 +65,7 @@ describe('a store of format 1 (a due index of its own)', () => {
         `${p}.e.>`,
         `${p}.x.>`,
         `${p}.meta`,
+        `${p}.d`,
       ]);
       const kinds = new Set(Object.keys(info.state.subjects ?? {}).map((s) => s.split('.')[1]));
       expect([...kinds].filter((k) => k === 'q' || k === 'h' || k === 'c')).toEqual([]);
@@ -104,5 +105,52 @@ describe('a store of format 1 (a due index of its own)', () => {
     );
     expect(error).toBeInstanceOf(NotSupportedError);
     expect((error as Error).message).toMatch(/format 1.*migrate: true/);
+  });
+});
+
+describe('a store of format 2 made before commit markers', () => {
+  const connection = storeConnection();
+
+  /** A store of format 2 as it was before commit markers: opened, then its `d` subject taken away. */
+  async function withoutMarkers(p: string): Promise<void> {
+    const backend = await createNatsBackend({ connection: connection.nc }, { prefix: p });
+    await backend.store.transact((tx) =>
+      tx.schedule('before/1', new Date(Date.now() + HOUR), { type: 'b', aggregateId: 'b' }),
+    );
+    await backend.close();
+    const jsm = await jetstreamManager(connection.nc);
+    const { config } = await jsm.streams.info(`${p}_store`);
+    await jsm.streams.update(`${p}_store`, {
+      ...config,
+      subjects: config.subjects.filter((s) => s !== `${p}.d`),
+    });
+  }
+
+  it('gets the markers’ subject when opened, and commits', async () => {
+    const p = connection.fresh();
+    await withoutMarkers(p);
+    const backend = await createNatsBackend({ connection: connection.nc }, { prefix: p });
+    try {
+      const jsm = await jetstreamManager(connection.nc);
+      expect((await jsm.streams.info(`${p}_store`)).config.subjects).toContain(`${p}.d`);
+      await backend.store.transact((tx) =>
+        tx.schedule('after/1', new Date(Date.now() + HOUR), { type: 'a', aggregateId: 'a' }),
+      );
+      expect(await backend.store.countSchedules()).toBe(2);
+    } finally {
+      await backend.close();
+    }
+  });
+
+  it('is refused when opened with migrate: false, naming the subject and how to add it', async () => {
+    const p = connection.fresh();
+    await withoutMarkers(p);
+    const error = await createNatsBackend({ connection: connection.nc }, { prefix: p, migrate: false }).then(
+      (backend) => backend.close(),
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(NotSupportedError);
+    expect((error as Error).message).toContain(`${p}.d`);
+    expect((error as Error).message).toContain('migrate: true');
   });
 });

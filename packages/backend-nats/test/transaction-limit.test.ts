@@ -170,11 +170,11 @@ describe('a transaction larger than one atomic batch', () => {
         code: 'DUETIME_INVALID_ARGUMENT',
         field: 'transaction',
         schedules: 5000,
-        // Its records and their timers.
-        messages: 10_000,
+        // Its records, their timers and the commit marker.
+        messages: 10_001,
         limit: 1000,
       });
-      expect((error as Error).message).toContain('5000 schedules in 10000 messages');
+      expect((error as Error).message).toContain('5000 schedules in 10001 messages');
       expect((error as Error).message).toContain('at most 1000 messages');
       expect(await store.countSchedules()).toBe(countBefore);
       expect(countBefore).toBe(3);
@@ -199,20 +199,20 @@ describe('a transaction larger than one atomic batch', () => {
       // Sent, and refused by the server (its default ceiling is 1,000): nothing stored.
       const first = await attempt();
       expect(first).toBeInstanceOf(TransactionTooLargeError);
-      expect(first).toMatchObject({ schedules: 750, messages: 1500, limit: 1000 });
+      expect(first).toMatchObject({ schedules: 750, messages: 1501, limit: 1000 });
       expect(await written()).toBe(seqBefore);
       // Refused again, now before anything is sent; what fits still commits.
       expect(await attempt()).toMatchObject({ schedules: 750, limit: 1000 });
       await store.transact(async (tx) => {
-        for (let i = 0; i < 500; i++) await tx.schedule(`fits/${i}`, at, msg('f'));
+        for (let i = 0; i < 499; i++) await tx.schedule(`fits/${i}`, at, msg('f'));
       });
-      expect(await store.countSchedules()).toBe(500);
+      expect(await store.countSchedules()).toBe(499);
     } finally {
       await backend.close();
     }
   }, 60_000);
 
-  it('commits at exactly the limit: 500 schedules are 1,000 messages (a record and a timer each); 501 are refused', async () => {
+  it('commits at the limit: 499 schedules are 999 messages (a record and a timer each, and the commit marker); 500 are refused', async () => {
     const { backend, written } = await open();
     try {
       const { store } = backend;
@@ -220,23 +220,23 @@ describe('a transaction larger than one atomic batch', () => {
       const seqBefore = await written();
       // Due times do not matter (each schedule has a timer of its own): spread over seconds.
       await store.transact(async (tx) => {
-        for (let i = 0; i < 500; i++) await tx.schedule(`full/${i}`, new Date(base + i * 1000), msg('f'));
+        for (let i = 0; i < 499; i++) await tx.schedule(`full/${i}`, new Date(base + i * 1000), msg('f'));
       });
-      expect(await store.countSchedules()).toBe(500);
-      expect((await written()) - seqBefore).toBe(1000);
+      expect(await store.countSchedules()).toBe(499);
+      expect((await written()) - seqBefore).toBe(999);
       const error = await refusal(
         store.transact(async (tx) => {
-          for (let i = 0; i < 501; i++) await tx.schedule(`over/${i}`, new Date(base), msg('o'));
+          for (let i = 0; i < 500; i++) await tx.schedule(`over/${i}`, new Date(base), msg('o'));
         }),
       );
-      expect(error).toMatchObject({ schedules: 501, messages: 1002, limit: 1000 });
-      expect(await store.countSchedules()).toBe(500);
+      expect(error).toMatchObject({ schedules: 500, messages: 1001, limit: 1000 });
+      expect(await store.countSchedules()).toBe(499);
     } finally {
       await backend.close();
     }
   }, 60_000);
 
-  it('holds for recurring schedules too (the same commit): 5,000 refused with nothing written, 500 commit', async () => {
+  it('holds for recurring schedules too (the same commit): 5,000 refused with nothing written, 499 commit', async () => {
     const { backend, written } = await open();
     try {
       const { store } = backend;
@@ -249,13 +249,13 @@ describe('a transaction larger than one atomic batch', () => {
         }),
       );
       expect(error).toBeInstanceOf(TransactionTooLargeError);
-      expect(error).toMatchObject({ schedules: 5000, messages: 10_000, limit: 1000 });
+      expect(error).toMatchObject({ schedules: 5000, messages: 10_001, limit: 1000 });
       expect(await store.countSchedules()).toBe(0);
       expect(await written()).toBe(seqBefore);
       await store.transact(async (tx) => {
-        for (let i = 0; i < 500; i++) await tx.schedule(`cron/${i}`, hourly(), msg('c'));
+        for (let i = 0; i < 499; i++) await tx.schedule(`cron/${i}`, hourly(), msg('c'));
       });
-      expect(await store.countSchedules()).toBe(500);
+      expect(await store.countSchedules()).toBe(499);
       expect((await store.loadSchedule('cron/0'))?.at).toEqual(first);
     } finally {
       await backend.close();

@@ -59,7 +59,7 @@ export async function commitGroups(c: CommitContext, groups: readonly Group[]): 
     for (let i = start; i < plans.length; i++) {
       const plan = plans[i] as GroupPlan;
       const n = plan.conflict ? 0 : plan.messages.length;
-      if (chunk.length > 0 && size + n > c.maxBatch) break;
+      if (chunk.length > 0 && size + n > room(c)) break;
       chunk.push(i);
       size += n;
     }
@@ -132,11 +132,11 @@ export class Committer {
  * found while planning, before anything of the commit is published, and left out like a conflicting one.
  */
 function tooLarge(c: CommitContext, plan: GroupPlan): TransactionTooLargeError | undefined {
-  if (plan.messages.length <= c.maxBatch) return undefined;
+  if (plan.messages.length <= room(c)) return undefined;
   // A subject written twice is sent once: count what would be sent.
   const messages = batchOf([plan], [0]);
-  if (messages.length <= c.maxBatch) return undefined;
-  return new TransactionTooLargeError(recordCount(c, messages), messages.length, c.maxBatch);
+  if (messages.length <= room(c)) return undefined;
+  return new TransactionTooLargeError(recordCount(c, messages), messages.length + 1, c.maxBatch);
 }
 
 /** How many of `messages` write or cancel a schedule (its record, or the record's tombstone). */
@@ -157,10 +157,10 @@ async function publishChunk(
     const live = indices.filter((i) => results[i] === undefined);
     const messages = batchOf(plans, live);
     if (messages.length === 0) return;
-    if (messages.length > c.maxBatch) {
+    if (messages.length > room(c)) {
       // Not reached: planning refuses a group too large for one batch, and chunks are cut between groups.
       for (const i of live)
-        results[i] = new TransactionTooLargeError(recordCount(c, messages), messages.length, c.maxBatch);
+        results[i] = new TransactionTooLargeError(recordCount(c, messages), messages.length + 1, c.maxBatch);
       return;
     }
     const outcome = await publishOnce(c, messages);
@@ -204,14 +204,21 @@ async function publishChunk(
 }
 
 /**
- * Publishes one batch. A first message carrying a fresh `Nats-Msg-Id` makes retries after a lost reply
- * safe: a batch that was stored is refused as a duplicate (checked before any expectation), which counts
- * as applied.
+ * Publishes one batch. Its first message, a commit marker (`d`) carrying a fresh `Nats-Msg-Id`, makes
+ * retries after a lost reply safe: a batch that was stored is refused as a duplicate (checked before any
+ * expectation), which counts as applied. The id could ride on the batch's own first message, but the
+ * server rebuilds its duplicate table on restart from the messages it still holds: once that message was
+ * rolled up (the schedule consumed or replaced), a retry reaching a restarted server would be stored again
+ * (test/dedup-restart.test.ts). The marker stays for the duplicate window (`Nats-TTL`), then expires.
  */
 async function publishOnce(c: CommitContext, messages: BatchMessage[]): Promise<'applied' | 'conflict'> {
   const id = randomBytes(12).toString('base64url');
-  const [first, ...rest] = messages as [BatchMessage, ...BatchMessage[]];
-  const batch = [{ ...first, headers: { ...first.headers, 'Nats-Msg-Id': id } }, ...rest];
+  const marker = {
+    subject: c.layout.commits,
+    data: '',
+    headers: { 'Nats-Msg-Id': id, 'Nats-TTL': MARKER_TTL },
+  };
+  const batch = [marker, ...messages];
   const deadline = performance.now() + c.io.commitTimeoutMs;
   for (let attempt = 0; ; attempt++) {
     try {
@@ -226,7 +233,7 @@ async function publishOnce(c: CommitContext, messages: BatchMessage[]): Promise<
         // Configured above the server's own ceiling: refused whole, nothing stored. Keep to the server's
         // from now on.
         c.maxBatch = Math.min(c.maxBatch, ceiling);
-        throw new TransactionTooLargeError(recordCount(c, messages), messages.length, ceiling);
+        throw new TransactionTooLargeError(recordCount(c, messages), messages.length + 1, ceiling);
       }
       if (!(error instanceof BackendError) || !error.transient || c.io.closed || performance.now() > deadline)
         throw error;
@@ -282,5 +289,11 @@ function batchOf(plans: readonly GroupPlan[], indices: readonly number[]): Batch
 }
 
 const EXPECTED = 'Nats-Expected-Last-Subject-Sequence';
+
+/** How long a commit marker is kept: the store stream's duplicate window (120 s) and a margin. */
+const MARKER_TTL = '130s';
+
+/** The most messages of the transaction's own one batch holds: the commit marker takes one. */
+const room = (c: CommitContext): number => c.maxBatch - 1;
 
 export type { StoredMessage };
