@@ -80,9 +80,9 @@ export async function scaleWorkload(ctx: BenchContext, backends: DuetimeBackendN
     try {
       const started = performance.now();
       const base = Date.now() + 3_600_000;
-      // One NATS transaction is one atomic batch of at most 1,000 messages, about 990 schedules
-      // (packages/backend-nats/README.md, Limits): NATS takes 500 per transaction.
-      const perTransaction = kind === 'nats' ? 500 : 1000;
+      // One NATS transaction is one atomic batch of at most 1,000 messages: a record and a timer per
+      // schedule and one commit marker (packages/backend-nats/README.md, Limits): 499 per transaction.
+      const perTransaction = kind === 'nats' ? 499 : 1000;
       let count = 0;
       while (count < target && performance.now() - started < BUDGET_MINUTES * 60_000) {
         const end = Math.min(target, count + perTransaction);
