@@ -23,9 +23,9 @@ import {
 
 /**
  * Schedules per enqueue transaction: large enough to fill the store quickly, small enough for one NATS
- * atomic batch (at most 1,000 messages, a few of them the transaction's own).
+ * atomic batch (at most 1,000 messages: a record and a timer per schedule, and the commit marker).
  */
-const PER_TRANSACTION = 500;
+const PER_TRANSACTION = 400;
 
 /** Dispatcher processes per measurement. */
 export const PROCESS_COUNTS = [1, 2, 4] as const;
@@ -301,7 +301,7 @@ function percent(sample: CpuSample | number | undefined, seconds: number): numbe
 }
 
 /**
- * One drain: `count` due items written to a fresh store (500 per transaction), then `processes` dispatcher
+ * One drain: `count` due items written to a fresh store (400 per transaction), then `processes` dispatcher
  * processes started together → items/s from their start until the last item's delivery is committed, and
  * the CPU of the servers, of the dispatcher processes and of the whole machine meanwhile. Afterwards the
  * store must hold no schedule (each item consumed once).
