@@ -278,6 +278,102 @@ describe('nats store adapter', () => {
     expect(await backend.store.loadSchedule('clock/1')).toBeUndefined();
   }, 60_000);
 
+  it('delivers schedules whose claims lapsed together: each recorded as interrupted, then delivered alone', async () => {
+    const namespace = freshNamespace();
+    const backend = await openOn(NATS_STORE_URL, namespace, { claims: { ttlMs: 1000 } });
+    backends.push(backend);
+    const n = 54;
+    await backend.store.transact(async (tx) => {
+      for (let i = 0; i < n; i++) await tx.schedule(`lapsed/${i}`, new Date(Date.now() - 1000), msg('l'));
+    });
+    // Another process claims them all and dies: its claims are never renewed, committed or given back.
+    const { adapter, io } = await storeAdapterOn(namespace, { claimTtlMs: 1000 });
+    let claimed = 0;
+    await waitFor('every schedule claimed by the process that dies', async () => {
+      claimed += (await adapter.begin({ now: new Date(), limit: n })).claimed?.length ?? 0;
+      return claimed >= n;
+    });
+    await io.nc.close();
+    const attempts = new Map<string, number[]>();
+    const controller = new AbortController();
+    // Several batches at once (concurrency 4): a batch that sends the ones to run alone back while another
+    // claims must not keep the dispatcher claiming them by the batch (it did, sending them back without end).
+    const running = new Dispatcher({
+      store: backend.store,
+      concurrency: 4,
+      rescanInterval: 100,
+      retryDelay: 20,
+      processor: async (tx, _m, { schedule, attempt }) => {
+        await tx.exec(counter, `runs-${schedule.key}`, (_count, ag) => ag.raise('added', {}));
+        attempts.set(schedule.key, [...(attempts.get(schedule.key) ?? []), attempt]);
+      },
+    }).run(controller.signal);
+    try {
+      await waitFor('every schedule delivered', async () => (await backend.store.countSchedules()) === 0, {
+        timeoutMs: 30_000,
+      });
+    } finally {
+      controller.abort();
+      await running;
+    }
+    expect(attempts.size).toBe(n);
+    // The lapsed claim counts as an attempt (recorded as interrupted); the next one runs.
+    for (const [key, runs] of attempts) expect(runs, key).toEqual([2]);
+  }, 60_000);
+
+  it('delivers schedules to be run alone while new ones keep falling due (a claim order not by due time)', async () => {
+    const namespace = freshNamespace();
+    const backend = await openOn(NATS_STORE_URL, namespace, { claims: { ttlMs: 1000 } });
+    backends.push(backend);
+    const n = 30;
+    await backend.store.transact(async (tx) => {
+      for (let i = 0; i < n; i++) await tx.schedule(`alone/${i}`, new Date(Date.now() - 1000), msg('a'));
+    });
+    const { adapter, io } = await storeAdapterOn(namespace, { claimTtlMs: 1000 });
+    let claimed = 0;
+    await waitFor('every schedule claimed by a process that dies', async () => {
+      claimed += (await adapter.begin({ now: new Date(), limit: n })).claimed?.length ?? 0;
+      return claimed >= n;
+    });
+    await io.nc.close();
+    const delivered = new Set<string>();
+    const controller = new AbortController();
+    const running = new Dispatcher({
+      store: backend.store,
+      concurrency: 4,
+      retryDelay: 50,
+      processor: async (_tx, _m, { schedule }) => {
+        delivered.add(schedule.key);
+      },
+    }).run(controller.signal);
+    // Meanwhile, new schedules keep falling due (a calendar catching up, say): one every 10 ms.
+    let producing = true;
+    let made = 0;
+    const producer = (async () => {
+      while (producing) {
+        await backend.store.transact((tx) => tx.schedule(`new/${made++}`, new Date(), msg('n')));
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    })();
+    const alone = () =>
+      Array.from({ length: n }, (_, i) => delivered.has(`alone/${i}`)).filter(Boolean).length;
+    try {
+      await waitFor('the ones to run alone delivered while new ones keep coming', () => alone() === n, {
+        timeoutMs: 20_000,
+      });
+    } finally {
+      producing = false;
+      await producer;
+      await waitFor('the rest delivered', async () => (await backend.store.countSchedules()) === 0, {
+        timeoutMs: 30_000,
+      }).catch(() => undefined);
+      controller.abort();
+      await running;
+    }
+    expect(alone()).toBe(n);
+    expect(made).toBeGreaterThan(0);
+  }, 90_000);
+
   it('runs each occurrence of a recurring schedule once between two dispatchers of two instances', async () => {
     const first = await open();
     const second = await open(first.namespace);

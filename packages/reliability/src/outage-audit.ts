@@ -3,6 +3,7 @@ import { newerNatsServerBinary, PrivateNatsServer } from '@duetime/testing';
 import { type AuditFigures, audit, describeFigures } from './audit.js';
 import { collect, drainDue } from './collect.js';
 import { createEffectTable } from './effects.js';
+import { ErrorTally } from './logging.js';
 import { describeNatsKeys } from './nats-diagnose.js';
 import { OUTAGE_SCHEDULE, OUTAGE_SCOPE, type OutageRunResult, runOutages } from './outage-run.js';
 import {
@@ -76,7 +77,8 @@ export async function auditedOutageRun(options: {
   const base = newTarget(kind, freshNamespace());
   const injector = await injectorFor(base.kind === 'sqlite' ? { ...base, busyTimeoutMs: 1000 } : base);
   const target = injector.direct;
-  const direct = await openTarget(target);
+  // Traced too when DUETIME_TRACE_FILE is set: the final drain runs on this instance.
+  const direct = await openTarget(target, process.env.DUETIME_TRACE_FILE ? { logger: new ErrorTally() } : {});
   try {
     await createEffectTable(direct.store, target);
     const run = await runOutages({

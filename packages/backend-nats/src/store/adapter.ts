@@ -439,6 +439,12 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
       if (settled.has(key)) this.#c.io.ack(fire.pulled, '+ACK');
       else back.push(fire);
     }
+    if (back.length > 0)
+      this.#c.logger.debug('nats store: claims given back', {
+        count: back.length,
+        settled: settled.size,
+        keys: back.slice(0, 3).map((fire) => fire.key),
+      });
     await Promise.all(back.map((fire) => this.#giveBack(fire)));
     // Fires held while their key was claimed here can go now.
     let waiting: number | undefined;

@@ -315,6 +315,10 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
       !this.#exclusive &&
       this.#batches.size < this.#concurrency
     ) {
+      // Whether this claim looks for schedules to run alone: only its answer may end the isolating (a
+      // larger claim still in flight when a batch sent isolated ones back must not end it, or concurrent
+      // batches claim and send them back without end).
+      const isolating = this.#isolating;
       const limit = this.#limit();
       claimedAt = this.#clock.now();
       const delivery = await this.#store[openDelivery]({ now: new Date(claimedAt), limit });
@@ -324,7 +328,7 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
         break;
       }
       this.#heldLooks = 0;
-      if (this.#isolating && !isAlone(delivery)) this.#isolating = false;
+      if (isolating && !isAlone(delivery)) this.#isolating = false;
       if (isAlone(delivery)) {
         // A schedule whose last attempt crashed its process runs with nothing else in this process.
         await Promise.allSettled([...this.#batches]);
@@ -431,6 +435,12 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
     this.#stats.conflicts += result.conflicts;
     this.#stats.missed += result.missed;
     if (result.isolated > 0) this.#isolating = true;
+    if (result.isolated > 0 || result.returned > 0)
+      this.#logger.debug('a delivery batch sent schedules back', {
+        isolated: result.isolated,
+        returned: result.returned,
+        processed: result.processed,
+      });
     if (result.processed > 0) {
       const mean = result.processMs / result.processed;
       this.#meanProcessMs = this.#meanProcessMs === undefined ? mean : this.#meanProcessMs * 0.7 + mean * 0.3;
