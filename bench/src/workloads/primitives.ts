@@ -32,7 +32,12 @@ async function rawStream(nc: NatsConnection, replicas: number) {
     storage: StorageType.File,
     num_replicas: replicas,
     allow_direct: true,
-    ...({ allow_atomic: true, allow_msg_schedules: true, allow_rollup_hdrs: true } as object),
+    ...({
+      allow_atomic: true,
+      allow_msg_schedules: true,
+      allow_rollup_hdrs: true,
+      allow_msg_ttl: true,
+    } as object),
   });
   return { js: jetstream(nc), prefix, drop: () => jsm.streams.delete(name) };
 }
@@ -73,18 +78,26 @@ const SCHEDULED = raw('message schedule (Nats-Schedule @at, with compare-and-set
   return js.publish(`${prefix}.s.${i}`, BODY, { headers: h, expect: { lastSubjectSequence: 0 } });
 });
 
-/** Two messages stored together or not at all: a one-schedule transaction's record and its timer. */
-const BATCH = raw('atomic batch of 2 messages', async ({ nc, prefix }, i) => {
+/**
+ * Three messages stored together or not at all: a one-schedule transaction's commit marker (its message
+ * id, kept for the duplicate window), its record and its timer.
+ */
+const BATCH = raw('atomic batch of 3 messages', async ({ nc, prefix }, i) => {
   const id = randomBytes(12).toString('base64url');
-  const h1 = natsHeaders();
-  h1.set('Nats-Batch-Id', id);
-  h1.set('Nats-Batch-Sequence', '1');
-  nc.publish(`${prefix}.b.${i}`, BODY, { headers: h1 });
-  const h2 = natsHeaders();
-  h2.set('Nats-Batch-Id', id);
-  h2.set('Nats-Batch-Sequence', '2');
-  h2.set('Nats-Batch-Commit', '1');
-  const reply = await nc.request(`${prefix}.d.${i}`, BODY, { headers: h2, timeout: 10_000 });
+  const part = (sequence: number) => {
+    const h = natsHeaders();
+    h.set('Nats-Batch-Id', id);
+    h.set('Nats-Batch-Sequence', String(sequence));
+    return h;
+  };
+  const marker = part(1);
+  marker.set('Nats-Msg-Id', id);
+  marker.set('Nats-TTL', '130s');
+  nc.publish(`${prefix}.m`, '', { headers: marker });
+  nc.publish(`${prefix}.b.${i}`, BODY, { headers: part(2) });
+  const commit = part(3);
+  commit.set('Nats-Batch-Commit', '1');
+  const reply = await nc.request(`${prefix}.d.${i}`, BODY, { headers: commit, timeout: 10_000 });
   const ack = JSON.parse(new TextDecoder().decode(reply.data)) as { error?: { description: string } };
   if (ack.error) throw new Error(`atomic batch refused: ${ack.error.description}`);
 });
@@ -126,8 +139,8 @@ async function rate(p: Primitive, servers: string[], replicas: number, count: nu
 /**
  * primitives: the floor under the NATS store's awaited enqueue. Each JetStream write the store could be
  * built from, awaited one after another on a file-backed NATS 2.15 server and on the R3 cluster: a plain
- * publish, a compare-and-set publish, a message schedule, an atomic batch of two messages (what a
- * transaction's commit is: the record and its timer); and duetime's own one-schedule
+ * publish, a compare-and-set publish, a message schedule, an atomic batch of three messages (what a
+ * transaction's commit is: the commit marker, the record and its timer); and duetime's own one-schedule
  * transaction on the same server, with its ratio to the atomic batch and to the compare-and-set publish.
  */
 export async function primitivesWorkload(ctx: BenchContext): Promise<Row[]> {
