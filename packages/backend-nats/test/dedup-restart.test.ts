@@ -1,3 +1,4 @@
+import { waitFor } from '@duetime/conformance';
 import { newerNatsServerBinary, PrivateNatsServer } from '@duetime/testing';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { headers } from '@nats-io/transport-node';
@@ -12,6 +13,10 @@ import { type BatchMessage, NatsIo } from '../src/io.js';
 // message that carried the id was rolled up (a schedule consumed or replaced), a retry that reaches a
 // restarted server is stored again. A put whose reply was lost, delivered and consumed, then retried
 // across a server restart, is scheduled twice (seen once in the outage loops of both store formats).
+
+/** `write` retried until the restarted server's JetStream answers it (20 s at most). */
+const untilRestarted = <T>(write: () => Promise<T>): Promise<NonNullable<T>> =>
+  waitFor('the restarted server to take the write', write, { timeoutMs: 20_000, intervalMs: 100 });
 
 describe('JetStream duplicate detection across a server crash', () => {
   let server: PrivateNatsServer | undefined;
@@ -71,16 +76,7 @@ describe('JetStream duplicate detection across a server crash', () => {
     const nc = await connectNats(server.url, { reconnectTimeWaitMs: 100 });
     try {
       const js = jetstream(nc);
-      const deadline = Date.now() + 20_000;
-      let again: Awaited<ReturnType<typeof js.publish>> | undefined;
-      while (!again) {
-        try {
-          again = await js.publish('DEDUPR.a', 'put', { headers: id() });
-        } catch (error) {
-          if (Date.now() > deadline) throw error;
-          await new Promise((resolve) => setTimeout(resolve, 100));
-        }
-      }
+      const again = await untilRestarted(() => js.publish('DEDUPR.a', 'put', { headers: id() }));
       expect(again.duplicate).toBe(false);
       expect(again.seq).toBeGreaterThan(first.seq);
     } finally {
@@ -115,16 +111,7 @@ describe('JetStream duplicate detection across a server crash', () => {
     const nc = await connectNats(server.url, { reconnectTimeWaitMs: 100 });
     try {
       const again = await NatsIo.open(nc, 5000);
-      const deadline = Date.now() + 20_000;
-      let result: Awaited<ReturnType<typeof again.atomicPublish>> | undefined;
-      while (!result) {
-        try {
-          result = await again.atomicPublish(batch);
-        } catch (error) {
-          if (Date.now() > deadline) throw error;
-          await new Promise((resolve) => setTimeout(resolve, 100));
-        }
-      }
+      const result = await untilRestarted(() => again.atomicPublish(batch));
       expect(result).toEqual({ kind: 'duplicate' });
       expect(new TextDecoder().decode((await again.last('MARK', 'MARK.a'))?.data)).toBe('consumed');
     } finally {

@@ -72,6 +72,26 @@ describe('nats store adapter', () => {
     backends.push(backend);
     return Object.assign(backend, { namespace });
   }
+  /**
+   * A backend (claims living 1 s) with `n` schedules `<prefix>/<i>` due, all claimed by another process
+   * that then dies: its claims are never renewed, committed or given back, so they lapse together.
+   */
+  async function lapsedClaims(prefix: string, n: number): Promise<Backend> {
+    const namespace = freshNamespace();
+    const backend = await openOn(NATS_STORE_URL, namespace, { claims: { ttlMs: 1000 } });
+    backends.push(backend);
+    await backend.store.transact(async (tx) => {
+      for (let i = 0; i < n; i++) await tx.schedule(`${prefix}/${i}`, new Date(Date.now() - 1000), msg('l'));
+    });
+    const { adapter, io } = await storeAdapterOn(namespace, { claimTtlMs: 1000 });
+    let claimed = 0;
+    await waitFor('every schedule claimed by the process that dies', async () => {
+      claimed += (await adapter.begin({ now: new Date(), limit: n })).claimed?.length ?? 0;
+      return claimed >= n;
+    });
+    await io.nc.close();
+    return backend;
+  }
   afterEach(async () => {
     await Promise.all(backends.splice(0).map((b) => b.close()));
     await closeStoreAdapters();
@@ -279,21 +299,8 @@ describe('nats store adapter', () => {
   }, 60_000);
 
   it('delivers schedules whose claims lapsed together: each recorded as interrupted, then delivered alone', async () => {
-    const namespace = freshNamespace();
-    const backend = await openOn(NATS_STORE_URL, namespace, { claims: { ttlMs: 1000 } });
-    backends.push(backend);
     const n = 54;
-    await backend.store.transact(async (tx) => {
-      for (let i = 0; i < n; i++) await tx.schedule(`lapsed/${i}`, new Date(Date.now() - 1000), msg('l'));
-    });
-    // Another process claims them all and dies: its claims are never renewed, committed or given back.
-    const { adapter, io } = await storeAdapterOn(namespace, { claimTtlMs: 1000 });
-    let claimed = 0;
-    await waitFor('every schedule claimed by the process that dies', async () => {
-      claimed += (await adapter.begin({ now: new Date(), limit: n })).claimed?.length ?? 0;
-      return claimed >= n;
-    });
-    await io.nc.close();
+    const backend = await lapsedClaims('lapsed', n);
     const attempts = new Map<string, number[]>();
     const controller = new AbortController();
     // Several batches at once (concurrency 4): a batch that sends the ones to run alone back while another
@@ -322,20 +329,8 @@ describe('nats store adapter', () => {
   }, 60_000);
 
   it('delivers schedules to be run alone while new ones keep falling due (a claim order not by due time)', async () => {
-    const namespace = freshNamespace();
-    const backend = await openOn(NATS_STORE_URL, namespace, { claims: { ttlMs: 1000 } });
-    backends.push(backend);
     const n = 30;
-    await backend.store.transact(async (tx) => {
-      for (let i = 0; i < n; i++) await tx.schedule(`alone/${i}`, new Date(Date.now() - 1000), msg('a'));
-    });
-    const { adapter, io } = await storeAdapterOn(namespace, { claimTtlMs: 1000 });
-    let claimed = 0;
-    await waitFor('every schedule claimed by a process that dies', async () => {
-      claimed += (await adapter.begin({ now: new Date(), limit: n })).claimed?.length ?? 0;
-      return claimed >= n;
-    });
-    await io.nc.close();
+    const backend = await lapsedClaims('alone', n);
     const delivered = new Set<string>();
     const controller = new AbortController();
     const running = new Dispatcher({
