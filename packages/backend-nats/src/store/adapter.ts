@@ -14,7 +14,6 @@ import type {
   StoreAdapter,
   Unit,
   WatchEvent,
-  Write,
 } from '@duetime/core';
 import { MAX_ATOMIC_BATCH, type NatsIo, type PulledMessage, type StoredMessage } from '../io.js';
 import { H } from '../jetstream-scheduler/headers.js';
@@ -392,9 +391,7 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
     const settled = new Set<string>();
     try {
       if (changes.writes.length > 0) {
-        const outcome = await this.#committer.commit([
-          { ops: changes.writes.map(opOf), claims: unit.claims },
-        ]);
+        const outcome = await this.#committer.commit([{ ops: changes.writes, claims: unit.claims }]);
         const refused = outcome.results[0];
         if (refused) throw refused;
       }
@@ -605,15 +602,10 @@ function watchStatus(io: NatsIo, listener: (event: WatchEvent) => void): () => v
   });
 }
 
-/** A write as a store operation. */
-function opOf(w: Write): StoreOp {
-  return w;
-}
-
 /** The operations of one settlement, applied as one group (all or nothing). */
 function settlementOps(s: Settlement): StoreOp[] {
   const { key, version } = s.schedule;
-  const writes = s.writes.map(opOf);
+  const writes: StoreOp[] = [...s.writes];
   if (s.outcome === 'release') return writes;
   if (s.outcome === 'retry')
     return s.failure ? [{ op: 'fail', key, version, ...s.failure }, ...writes] : writes;
