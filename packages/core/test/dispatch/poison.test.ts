@@ -2,11 +2,14 @@ import { describe, expect, it } from 'vitest';
 import {
   aggregate,
   createMemoryBackend,
+  createStore,
   DeliveryInterruptedError,
   Dispatcher,
   ManualClock,
   MemoryDatabase,
   type Message,
+  memoryAdapter,
+  silentLogger,
 } from '../../src/index.js';
 
 const hits = aggregate({ type: 'hits', initial: 0, apply: { hit: (n: number) => n + 1 } });
@@ -126,4 +129,59 @@ describe('a message that crashes its process', () => {
     await draining;
     await done;
   });
+
+  it('delivers many schedules to be run alone when batches run at once and claims take time', async () => {
+    const database = new MemoryDatabase();
+    const adapter = memoryAdapter(database);
+    const count = 54;
+    const past = new Date(Date.now() - 1000);
+    await createStore(adapter).transact(async (tx) => {
+      for (let i = 0; i < count; i++)
+        await tx.schedule(`alone/${i}`, past, { type: 'work', aggregateId: `item-${i}` });
+    });
+    // A process claimed them all in one batch and died.
+    expect((await adapter.begin({ now: new Date(), limit: count })).claimed).toHaveLength(count);
+    database.crash();
+    // The next process claims over a network: each claim takes a few milliseconds, so a batch that sends
+    // the ones to run alone back can finish while another batch's claim is on its way.
+    const slow = new Proxy(adapter, {
+      get(target, property) {
+        const value = Reflect.get(target, property, target);
+        if (property === 'begin')
+          return async (claim?: { now: Date; limit: number }) => {
+            if (claim) await new Promise((resolve) => setTimeout(resolve, 3));
+            return target.begin(claim);
+          };
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    // Each of the 54 interruptions is logged as a warning: not wanted in the test's output.
+    const store = createStore(slow, { logger: silentLogger });
+    const attempts = new Map<string, number[]>();
+    const dispatcher = new Dispatcher({
+      store,
+      concurrency: 4,
+      rescanInterval: 100,
+      retryDelay: 20,
+      processor: async (_tx, _m, { schedule, attempt }) => {
+        attempts.set(schedule.key, [...(attempts.get(schedule.key) ?? []), attempt]);
+      },
+    });
+    const controller = new AbortController();
+    const running = dispatcher.run(controller.signal);
+    try {
+      // A deadline, not a timing claim: the schedules are delivered within a second or two; before a
+      // claim on its way could end the running alone, none were within 30 s.
+      const deadline = Date.now() + 30_000;
+      while ((await store.countSchedules()) > 0 && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 20));
+    } finally {
+      controller.abort();
+      await running;
+    }
+    expect(await store.countSchedules()).toBe(0);
+    expect(attempts.size).toBe(count);
+    // The dead process's claim counts as an attempt (recorded as interrupted); the next one runs, alone.
+    for (const [key, runs] of attempts) expect(runs, key).toEqual([2]);
+  }, 60_000);
 });
