@@ -159,6 +159,80 @@ describe('nats store adapter', () => {
     expect(await store.nextDueAt()).toBeUndefined();
   }, 120_000);
 
+  it('counts in one pass over the records that stops at the limit (no page of heads read twice)', async () => {
+    const { store, namespace } = await open();
+    const base = Date.now() + HOUR;
+    const count = 1500;
+    for (let batch = 0; batch < count; batch += 300)
+      await store.transact(async (tx) => {
+        for (let i = batch; i < batch + 300; i++)
+          await tx.schedule(`count/${i % 3}/${i}`, new Date(base + i * 1000), msg(`c${i}`));
+      });
+    const { adapter, io } = await storeAdapterOn(namespace);
+    const range = io.range.bind(io);
+    let reads = 0;
+    io.range = (...args) => {
+      reads++;
+      return range(...args);
+    };
+    const counted = async (query: Parameters<NatsStoreAdapter['countSchedules']>[0]) => {
+      reads = 0;
+      return { count: await adapter.countSchedules(query), reads };
+    };
+    // The scan reads 1,000 records a request: the first page holds the limit, the second the rest.
+    expect(await counted({ order: 'at', limit: 1000 })).toEqual({ count: 1000, reads: 1 });
+    expect(await counted({ order: 'at', limit: 10_000 })).toEqual({ count: count, reads: 2 });
+    // A prefix of whole segments is a subject filter: the server reads only its 500.
+    expect(await counted({ order: 'at', prefix: 'count/1/', limit: 10_000 })).toEqual({
+      count: 500,
+      reads: 1,
+    });
+    expect((await counted({ order: 'due', through: new Date(base + 99_000), limit: 10_000 })).count).toBe(
+      100,
+    );
+    expect(await store.countSchedules({ limit: 1200 })).toBe(1200);
+    expect(await store.countSchedules({ through: new Date(base + 9_000), limit: 5000 })).toBe(10);
+    expect(await store.countSchedules({ prefix: 'count/2/', limit: 5000 })).toBe(500);
+  }, 60_000);
+
+  it('tells the due backlog from the timers that fired, reading no schedule that waits for later', async () => {
+    const { store, namespace } = await open();
+    const now = Date.now();
+    for (let batch = 0; batch < 1500; batch += 300)
+      await store.transact(async (tx) => {
+        for (let i = batch; i < batch + 300; i++)
+          await tx.schedule(`wait/${i}`, new Date(now + HOUR + i), msg(`w${i}`));
+      });
+    await store.transact(async (tx) => {
+      for (let i = 1; i <= 3; i++) await tx.schedule(`due/${i}`, new Date(now - i * 1000), msg(`d${i}`));
+    });
+    const { adapter, io } = await storeAdapterOn(namespace);
+    const l = layout(namespace);
+    const filters: string[] = [];
+    const asked: string[] = [];
+    const range = io.range.bind(io);
+    const lastOf = io.lastOf.bind(io);
+    io.range = (stream, filter, ...rest) => {
+      filters.push(filter);
+      return range(stream, filter, ...rest);
+    };
+    io.lastOf = (stream, subjects) => {
+      asked.push(...subjects);
+      return lastOf(stream, subjects);
+    };
+    const backlog = () => adapter.dueBacklog({ now: new Date(), limit: 10_000 });
+    await waitFor('three timers fired', async () => (await backlog()).count === 3);
+    filters.length = 0;
+    asked.length = 0;
+    expect(await backlog()).toEqual({ count: 3, oldest: new Date(now - 3000) });
+    expect(filters).toEqual([l.fires]);
+    expect(asked.sort()).toEqual([1, 2, 3].map((i) => l.record(`due/${i}`)));
+    // Consumed by a delivery: gone from the backlog, and its acknowledged fire is not read again once the
+    // consumer's floor passed it.
+    await deliver(adapter, new Date(), 10);
+    expect(await backlog()).toEqual({ count: 0 });
+  }, 60_000);
+
   it('delivers each schedule from its fire once, drops stale fires, and purges the fires it acknowledged', async () => {
     const backend = await open();
     const { store } = backend;

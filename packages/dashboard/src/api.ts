@@ -187,17 +187,17 @@ export class DashboardApi {
 
   /**
    * Totals without reading any message: counts of heads only (`countSchedules`, `countDeadLetters`), each up
-   * to `countLimit`, and the oldest due time from the due order (`nextDueAt`).
+   * to `countLimit`, and the due backlog with its oldest due time (`dueBacklog`).
    */
   async #overview() {
     const now = this.#store.clock.now();
     const limit = this.#countLimit;
-    const [pending, due, dead, oldest] = await Promise.all([
+    const [pending, backlog, dead] = await Promise.all([
       this.#store.countSchedules({ limit }),
-      this.#store.countSchedules({ order: 'due', through: new Date(now), limit }),
+      this.#store.dueBacklog({ limit }),
       this.#store.countDeadLetters({ limit }),
-      oldestDue(this.#store, now),
     ]);
+    const { count: due, oldest } = backlog;
     const count = (n: number) => ({ count: n, more: n >= limit });
     return {
       now: new Date(now).toISOString(),
@@ -360,11 +360,6 @@ export class DashboardApi {
  * When the schedule due longest ago became due (`undefined` when none is due), read from the due order
  * without its message.
  */
-export async function oldestDue(store: Store, now: number): Promise<Date | undefined> {
-  const first = await store.nextDueAt();
-  return first !== undefined && first.getTime() <= now ? first : undefined;
-}
-
 function pageSize(text: string | null): number {
   if (text === null) return PAGE_DEFAULT;
   const n = Number(text);

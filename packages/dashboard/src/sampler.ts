@@ -1,5 +1,4 @@
 import type { Logger, Store } from '@duetime/core';
-import { oldestDue } from './api.js';
 import type { DashboardDispatcher } from './handler.js';
 
 /** One point of the lateness chart. */
@@ -83,16 +82,10 @@ export class LatenessSampler {
     this.#sampling = true;
     try {
       const now = this.#store.clock.now();
-      // Heads only: a count and the due order's first instant, never a message.
-      const [due, first] = await Promise.all([
-        this.#store.countSchedules({
-          order: 'due',
-          through: new Date(now),
-          limit: this.#options.countLimit,
-        }),
-        oldestDue(this.#store, now),
-      ]);
-      const oldest = first?.getTime();
+      // Never a message: a count and the earliest due instant (on NATS, from the timers that fired).
+      const backlog = await this.#store.dueBacklog({ limit: this.#options.countLimit });
+      const due = backlog.count;
+      const oldest = backlog.oldest?.getTime();
       const sample: LatenessSample = {
         at: new Date(now).toISOString(),
         due,

@@ -5,6 +5,7 @@ import type {
   ClaimRequest,
   DeadLetterListQuery,
   DeadLetterRecord,
+  DueBacklog,
   Event,
   ListQuery,
   Logger,
@@ -20,7 +21,14 @@ import { H } from '../jetstream-scheduler/headers.js';
 import type { Layout } from '../layout.js';
 import { Committer } from './commit.js';
 import { type Claim, type StoreOp, timerMessage } from './plan.js';
-import { compareDue, listDeadLetters, listSchedules } from './reads.js';
+import {
+  compareDue,
+  countDeadLetters,
+  countSchedules,
+  dueBacklog,
+  listDeadLetters,
+  listSchedules,
+} from './reads.js';
 import { DELETED, isTombstone, timerIdOf, toEvent, toSchedule } from './records.js';
 
 export interface NatsStoreContext {
@@ -510,8 +518,28 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
     return listSchedules(this.#c, query);
   }
 
+  async countSchedules(query: Omit<ListQuery, 'after' | 'select' | 'preview'>): Promise<number> {
+    return countSchedules(this.#c, query);
+  }
+
   async listDeadLetters(query: DeadLetterListQuery): Promise<DeadLetterRecord[]> {
     return listDeadLetters(this.#c, query);
+  }
+
+  /** Answered from the timers that fired (see reads.ts `dueBacklog`): reads no schedule still waiting. */
+  async dueBacklog(query: { now: Date; limit: number }): Promise<DueBacklog> {
+    const { io, layout } = this.#c;
+    let floor: number;
+    try {
+      floor = (await io.jsm.consumers.info(layout.storeStream, layout.firesConsumer)).ack_floor.stream_seq;
+    } catch (error) {
+      throw io.error(error, `read consumer ${layout.firesConsumer} of stream ${layout.storeStream}`);
+    }
+    return dueBacklog(this.#c, floor, query);
+  }
+
+  async countDeadLetters(query: { prefix?: string; limit: number }): Promise<number> {
+    return countDeadLetters(this.#c, query);
   }
 
   #emit(event: WatchEvent): void {

@@ -1,12 +1,13 @@
-import type { DeadLetterListQuery, DeadLetterRecord, ListQuery, Schedule } from '@duetime/core';
-import type { NatsIo } from '../io.js';
+import type { DeadLetterListQuery, DeadLetterRecord, DueBacklog, ListQuery, Schedule } from '@duetime/core';
+import type { NatsIo, StoredMessage } from '../io.js';
+import { H } from '../jetstream-scheduler/headers.js';
 import type { Layout } from '../layout.js';
-import { isRecurring, toDeadLetter, toSchedule } from './records.js';
+import { isRecurring, isTombstone, timerIdOf, toDeadLetter, toSchedule } from './records.js';
 
 /**
  * Listings that read every record under a prefix (in stream order) and keep the first `limit` in the
- * query's order: a scan, as there is no index by deadline or key. Tools list; deliveries take the fires
- * of the schedules' timers.
+ * query's order: a scan, as JetStream keeps no index by deadline or key. Counts read in one pass and stop
+ * at their limit. Tools list and count; deliveries take the fires of the schedules' timers.
  */
 
 interface ReadContext {
@@ -25,26 +26,110 @@ export function compareDue(a: Schedule, b: Schedule): number {
 
 /** Active schedules matching `query`, in its order. */
 export async function listSchedules(c: ReadContext, query: ListQuery): Promise<Schedule[]> {
-  const { layout, io } = c;
-  const prefix = query.prefix ?? '';
-  const instant = (s: Schedule) =>
-    query.order === 'due' ? s.dueAt.getTime() : query.order === 'at' ? s.at.getTime() : 0;
+  const instant = instantOf(query);
   const compare = (a: Schedule, b: Schedule) => instant(a) - instant(b) || compareKeys(a.key, b.key);
-  const through = query.through?.getTime();
-  const after = query.after && { at: query.order === 'key' ? 0 : query.after.at, key: query.after.key };
   const page = new SortedPage<Schedule>(query.limit, compare);
-  for await (const m of io.scan(layout.storeStream, layout.recordFilter(prefix))) {
-    const key = layout.keyOfRecord(m.subject);
-    if (!key.startsWith(prefix)) continue;
-    const s = toSchedule(key, m, c.versionBase);
-    if (!s) continue;
-    const at = instant(s);
-    if (through !== undefined && at > through) continue;
-    if (after && (at < after.at || (at === after.at && key <= after.key))) continue;
-    if (query.recurring !== undefined && isRecurring(s) !== query.recurring) continue;
-    page.add(s);
+  const match = matcher(c, query);
+  for await (const m of c.io.scan(c.layout.storeStream, c.layout.recordFilter(query.prefix ?? ''))) {
+    const s = match(m);
+    if (s) page.add(s);
   }
   return page.items();
+}
+
+/**
+ * How many active schedules match `query`, up to `query.limit`: one pass over the records that stops at
+ * the limit (listing heads a page at a time would read the records again for every page).
+ */
+export async function countSchedules(
+  c: ReadContext,
+  query: Omit<ListQuery, 'after' | 'select' | 'preview'>,
+): Promise<number> {
+  if (query.limit <= 0) return 0;
+  const match = matcher(c, query);
+  let count = 0;
+  for await (const m of c.io.scan(c.layout.storeStream, c.layout.recordFilter(query.prefix ?? ''))) {
+    if (match(m) && ++count >= query.limit) break;
+  }
+  return count;
+}
+
+/**
+ * The due backlog, from the timers: the fires above the fires consumer's acknowledgement floor (below it,
+ * every fire was acknowledged: consumed, dropped as stale or given back as a new fire), each checked
+ * against its key's record (still that record's timer: not replaced, retried, cancelled or consumed) and
+ * due by `now` (a timer fires a little ahead of its due time), counted up to `limit`. Reads the fired
+ * timers and their records only, however many schedules wait for later. A record whose timer has not fired
+ * yet is not counted: what the dispatchers can claim is what fired.
+ */
+export async function dueBacklog(
+  c: ReadContext,
+  floor: number,
+  query: { now: Date; limit: number },
+): Promise<DueBacklog> {
+  const { io, layout } = c;
+  const now = query.now.getTime();
+  const counted = new Set<string>();
+  let oldest = Number.POSITIVE_INFINITY;
+  let from = floor + 1;
+  for (;;) {
+    const { messages, pending } = await io.range(layout.storeStream, layout.fires, from, FIRES_PAGE);
+    // Per key, the timers that fired (a key may have fired more than once: a stale timer, a fire given back).
+    const fired = new Map<string, Map<string, number>>();
+    for (const m of messages) {
+      const key = layout.keyOfFire(m.subject);
+      const id = m.header(H.timer);
+      const due = Number(m.header(H.due));
+      if (id === undefined || !Number.isFinite(due) || due > now || counted.has(key)) continue;
+      fired.set(key, (fired.get(key) ?? new Map()).set(id, due));
+    }
+    const records = await io.lastOf(
+      layout.storeStream,
+      [...fired.keys()].map((key) => layout.record(key)),
+    );
+    for (const [key, timers] of fired) {
+      const record = records.get(layout.record(key));
+      const due = record && !isTombstone(record) ? timers.get(timerIdOf(record) ?? '') : undefined;
+      if (due === undefined) continue;
+      counted.add(key);
+      oldest = Math.min(oldest, due);
+      if (counted.size >= query.limit) break;
+    }
+    const last = messages.at(-1);
+    if (counted.size >= query.limit || !last || pending === 0 || messages.length < FIRES_PAGE) break;
+    from = last.seq + 1;
+  }
+  return counted.size > 0 ? { count: counted.size, oldest: new Date(oldest) } : { count: 0 };
+}
+
+/** How many fires one read of the due backlog takes. */
+const FIRES_PAGE = 1000;
+
+/** The instant a query orders by: `dueAt` for `due`, `at` for `at`, none for `key`. */
+function instantOf(query: Pick<ListQuery, 'order'>): (s: Schedule) => number {
+  return (s) => (query.order === 'due' ? s.dueAt.getTime() : query.order === 'at' ? s.at.getTime() : 0);
+}
+
+/** The schedule of a record message when it is active and matches the query's filters, else undefined. */
+function matcher(
+  c: ReadContext,
+  query: Pick<ListQuery, 'order' | 'prefix' | 'through' | 'after' | 'recurring'>,
+): (m: StoredMessage) => Schedule | undefined {
+  const prefix = query.prefix ?? '';
+  const instant = instantOf(query);
+  const through = query.through?.getTime();
+  const after = query.after && { at: query.order === 'key' ? 0 : query.after.at, key: query.after.key };
+  return (m) => {
+    const key = c.layout.keyOfRecord(m.subject);
+    if (!key.startsWith(prefix)) return undefined;
+    const s = toSchedule(key, m, c.versionBase);
+    if (!s) return undefined;
+    const at = instant(s);
+    if (through !== undefined && at > through) return undefined;
+    if (after && (at < after.at || (at === after.at && key <= after.key))) return undefined;
+    if (query.recurring !== undefined && isRecurring(s) !== query.recurring) return undefined;
+    return s;
+  };
 }
 
 /** Dead letters matching `query`, by key. */
@@ -62,6 +147,21 @@ export async function listDeadLetters(
     if (d) page.add(d);
   }
   return page.items();
+}
+
+/** How many dead letters there are under `query.prefix`, up to `query.limit`: one pass, stopping there. */
+export async function countDeadLetters(
+  c: ReadContext,
+  query: { prefix?: string; limit: number },
+): Promise<number> {
+  const prefix = query.prefix ?? '';
+  let count = 0;
+  if (query.limit <= 0) return 0;
+  for await (const m of c.io.scan(c.layout.storeStream, c.layout.deadLetterFilter(prefix))) {
+    if (!isTombstone(m) && c.layout.keyOfDeadLetter(m.subject).startsWith(prefix) && ++count >= query.limit)
+      break;
+  }
+  return count;
 }
 
 /** The first `limit` items by `compare` of what is added, in order. */

@@ -172,6 +172,36 @@ export function readTests({ harness, capabilities }: SuiteContext): void {
     });
   });
 
+  it('tells the due backlog: how many are due now, up to a limit, and the earliest due time', async () => {
+    const { store } = await harness().open();
+    expect(await store.dueBacklog()).toEqual({ count: 0 });
+    const now = Date.now();
+    await store.transact(async (tx) => {
+      for (let i = 1; i <= 3; i++)
+        await tx.schedule(`backlog/due/${i}`, new Date(now - i * 60_000), effectMessage('b'));
+      for (let i = 1; i <= 2; i++)
+        await tx.schedule(`backlog/later/${i}`, new Date(now + i * HOUR), effectMessage('b'));
+    });
+    // A backend whose engine keeps the time counts a schedule once its timer fired: within moments.
+    await waitFor('the three schedules due counted', async () => (await store.dueBacklog()).count === 3);
+    const backlog = await store.dueBacklog();
+    if (capabilities.dueOrder) expect(backlog.oldest?.getTime()).toBe(now - 3 * 60_000);
+    expect((await store.dueBacklog({ limit: 2 })).count).toBe(2);
+    // Cancelled or replaced by a later one: no longer due, whether or not its timer fired.
+    await store.transact(async (tx) => {
+      await tx.cancelSchedule('backlog/due/3');
+      await tx.schedule('backlog/due/2', new Date(now + HOUR), effectMessage('b'));
+    });
+    expect(await store.dueBacklog()).toEqual({
+      count: 1,
+      ...(capabilities.dueOrder ? { oldest: new Date(now - 60_000) } : {}),
+    });
+    await expect(store.dueBacklog({ limit: 0 })).rejects.toMatchObject({
+      code: 'DUETIME_INVALID_ARGUMENT',
+      field: 'query.limit',
+    });
+  });
+
   it('counts dead letters up to a limit, under a prefix', async () => {
     const { store } = await harness().open();
     expect(await store.countDeadLetters()).toBe(0);

@@ -24,7 +24,7 @@
  * the reference; `examples/custom-adapter` is another.
  */
 import type { StoredState } from '../store/recurrence.js';
-import type { DeadLetterRecord, Event, Message, Schedule } from '../store/types.js';
+import type { DeadLetterRecord, DueBacklog, Event, Message, Schedule } from '../store/types.js';
 
 export type { CursorBackend, LeaseBackend, LeaseGrant, LeaseHolder } from '../lease/types.js';
 
@@ -281,6 +281,14 @@ export interface StoreAdapter<Sql = unknown, U extends Unit<Sql> = Unit<Sql>> {
    * reading rows (an index-only count) answers status pages faster with it.
    */
   countSchedules?(query: Omit<ListQuery, 'after' | 'select' | 'preview'>): Promise<number>;
+  /**
+   * Optional: the backlog of schedules due now, as the engine delivers them: how many (up to
+   * `query.limit`; return at most that) and the earliest due time among them. For an engine that keeps
+   * the time itself (`dueByWatch`: a timer per schedule) and can tell it from the timers that fired and
+   * were not consumed, without reading schedules. Without it, core counts the schedules due by
+   * `query.now` and reads the first of the due order.
+   */
+  dueBacklog?(query: { now: Date; limit: number }): Promise<DueBacklog>;
   /**
    * Optional: how many dead letters there are (under `query.prefix`), counted up to `query.limit` (return
    * at most that). Without it, core counts by listing dead letters a page at a time, payloads included; an

@@ -25,6 +25,7 @@ import type {
   DeadLetterPage,
   DeadLetterQuery,
   DeadLetterRecord,
+  DueBacklog,
   Event,
   Message,
   Schedule,
@@ -159,6 +160,14 @@ export interface Store<Sql = unknown> {
   countSchedules(query?: ScheduleCountQuery): Promise<number>;
   /** The earliest time an active schedule is due (`dueAt`), when the backend keeps a due order. */
   nextDueAt(): Promise<Date | undefined>;
+  /**
+   * The backlog a dispatcher faces now: how many schedules are due (counted up to `limit`, default
+   * 10,000) and the earliest due time among them. What a status page polls. A backend whose engine keeps
+   * the time (NATS: a JetStream timer per schedule) answers from the timers that fired and were not
+   * consumed yet, reading no schedule; the others count the schedules due by the store's clock and read
+   * the first of the due order (as `countSchedules` and `nextDueAt`).
+   */
+  dueBacklog(query?: { limit?: number }): Promise<DueBacklog>;
   /** The dead letter kept under `key`, if any. */
   loadDeadLetter(key: string): Promise<DeadLetterRecord | undefined>;
   /** One page of dead letters ordered by key (see {@link DeadLetterRecord}). */
@@ -423,6 +432,24 @@ class CoreStore<Sql> implements Store<Sql>, CoreStoreInternals<Sql> {
     if (!this[knowsDueOrder]) return undefined;
     const [first] = await this.#adapter.listSchedules({ order: 'due', select: 'heads', limit: 1 });
     return first?.dueAt;
+  }
+
+  async dueBacklog(query: { limit?: number } = {}): Promise<DueBacklog> {
+    this.#open();
+    if (typeof query !== 'object' || query === null)
+      throw new InvalidArgumentError('query', query, 'must be an object { limit? }');
+    const limit = countLimit(query.limit);
+    const now = new Date(this.clock.now());
+    if (this.#adapter.dueBacklog) {
+      const backlog = await this.#adapter.dueBacklog({ now, limit });
+      const count = Math.min(limit, backlog.count);
+      return count > 0 && backlog.oldest ? { count, oldest: new Date(backlog.oldest) } : { count };
+    }
+    const [count, first] = await Promise.all([
+      this.countSchedules({ order: 'due', through: now, limit }),
+      this.nextDueAt(),
+    ]);
+    return count > 0 && first !== undefined && first <= now ? { count, oldest: first } : { count };
   }
 
   async *iterateSchedules(query: Omit<ScheduleQuery, 'after'> = {}): AsyncIterable<Schedule> {

@@ -174,6 +174,17 @@ export interface ScheduleCountQuery {
   limit?: number;
 }
 
+/**
+ * What {@link Store.dueBacklog} tells: the schedules due now that no delivery has consumed yet, as the
+ * backend delivers them.
+ */
+export interface DueBacklog {
+  /** How many, counted up to the query's `limit` (a count equal to it means "at least that many"). */
+  count: number;
+  /** The earliest due time among them, when known (absent when none is due). */
+  oldest?: Date;
+}
+
 export interface SchedulePage {
   items: Schedule[];
   /** Present when more items may follow. */
