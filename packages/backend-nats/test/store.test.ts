@@ -233,6 +233,34 @@ describe('nats store adapter', () => {
     expect(await backlog()).toEqual({ count: 0 });
   }, 60_000);
 
+  it('gives back a fire its ended watch took, so that it is not claimed as a crash (no attempt counted)', async () => {
+    const { store, namespace } = await open();
+    const watching = await adapterOf(namespace);
+    let live!: () => void;
+    const isLive = new Promise<void>((resolve) => {
+      live = resolve;
+    });
+    const unwatch = watching.watch((event) => {
+      if (event.type === 'live') live();
+    });
+    await isLive;
+    // The long poll is on its way to the server; the watch ends before anything fires (a dispatcher
+    // drained, say): the poll still takes the next fire.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    unwatch();
+    await store.transact((tx) => tx.schedule('watched/1', new Date(Date.now() - 1000), msg('w')));
+    const other = await adapterOf(namespace);
+    let claimed: Schedule[] = [];
+    await waitFor('the schedule claimed elsewhere', async () => {
+      claimed = await deliver(other, new Date(), 10);
+      return claimed.length > 0;
+    });
+    expect(claimed.map((s) => s.key)).toEqual(['watched/1']);
+    // Given back as a fresh fire, not sent back with a count above one (what a lapsed claim looks like).
+    expect((claimed[0] as Schedule & { interrupted?: boolean }).interrupted).toBeUndefined();
+    expect(await store.loadSchedule('watched/1')).toBeUndefined();
+  }, 60_000);
+
   it('delivers each schedule from its fire once, drops stale fires, and purges the fires it acknowledged', async () => {
     const backend = await open();
     const { store } = backend;

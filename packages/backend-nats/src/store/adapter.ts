@@ -566,11 +566,13 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
         }
         try {
           const [m] = await io.pullNow(layout.storeStream, layout.firesConsumer, 1, LONG_POLL_MS);
+          const fire = m && this.#fireOf(m);
           if (stopped) {
-            if (m) io.ack(m, '-NAK');
+            // Taken after the watch ended (the poll was on its way): given back as a fresh fire. A `-NAK`
+            // would deliver it again with a count above 1, which reads as a claim whose process died.
+            if (fire) await this.#giveBack(fire);
             return;
           }
-          const fire = m && this.#fireOf(m);
           if (!fire) continue;
           this.#early.set(fire.pulled.seq, fire);
           listener({ type: 'change', earliest: new Date(fire.due) });
