@@ -244,7 +244,7 @@ export class NatsIo {
     options: { msgId?: string } = {},
   ): Promise<BatchResult> {
     if (messages.length === 0) throw new Error('an atomic batch needs at least one message');
-    const id = randomId();
+    const id = uniqueId();
     const last = messages.length - 1;
     try {
       for (let i = 0; i < last; i++) {
@@ -534,8 +534,17 @@ function ackSubjectNumber(reply: string, which: 'delivered' | 'seq'): number {
   return Number(tokens[base + (which === 'delivered' ? 0 : 1)]);
 }
 
-function randomId(): string {
-  return randomBytes(12).toString('base64url');
+/** 12 random bytes drawn once per process: what makes {@link uniqueId}s of different processes differ. */
+const PROCESS_ID = randomBytes(12).toString('base64url');
+let issued = 0;
+
+/**
+ * An id no other call, in this process or any other, returns: the process's random part and a counter
+ * (batch ids, commit markers' message ids, timer ids). Drawing random bytes for each costs a system call.
+ */
+export function uniqueId(): string {
+  issued++;
+  return `${PROCESS_ID}${issued.toString(36)}`;
 }
 
 /** A range (`next_by_subj`) with no message from its start answers 404 "message not found". */

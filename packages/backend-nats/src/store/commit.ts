@@ -1,7 +1,6 @@
-import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BackendError, ConflictError } from '@duetime/core';
-import type { BatchMessage, NatsIo, StoredMessage } from '../io.js';
+import { type BatchMessage, type NatsIo, type StoredMessage, uniqueId } from '../io.js';
 import type { Layout } from '../layout.js';
 import { TransactionTooLargeError } from './limits.js';
 import { type Expectation, type Group, type GroupPlan, planGroups } from './plan.js';
@@ -212,7 +211,7 @@ async function publishChunk(
  * (test/dedup-restart.test.ts). The marker stays for the duplicate window (`Nats-TTL`), then expires.
  */
 async function publishOnce(c: CommitContext, messages: BatchMessage[]): Promise<'applied' | 'conflict'> {
-  const id = randomBytes(12).toString('base64url');
+  const id = uniqueId();
   const marker = {
     subject: c.layout.commits,
     data: '',

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import {
   ConflictError,
   type DeadLetterRecord,
@@ -8,7 +7,7 @@ import {
   type StoredState,
   stateOf,
 } from '@duetime/core';
-import type { BatchMessage } from '../io.js';
+import { type BatchMessage, uniqueId } from '../io.js';
 import { atSchedule, H } from '../jetstream-scheduler/headers.js';
 import type { Layout } from '../layout.js';
 import type { CommitContext } from './commit.js';
@@ -112,7 +111,7 @@ export function timerMessage(
 
 /** A fresh timer id. */
 export function newTimerId(): string {
-  return randomBytes(9).toString('base64url');
+  return uniqueId();
 }
 
 /**
