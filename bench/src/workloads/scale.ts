@@ -16,7 +16,14 @@ interface ScaleChildResult {
   rssMb: number;
   dueLookupMs: number;
   nextDueMs: number;
+  /** `store.dueBacklog()` (what a status page polls: the due count up to 10,000 and the oldest due time). */
+  backlogMs: number;
+  /** How many of each lookup were timed (50, fewer where one takes seconds: see {@link LOOKUP_BUDGET_MS}). */
+  lookups: number;
 }
+
+/** The lookups are timed 50 times each, or for this long in all when each takes seconds (a scan). */
+const LOOKUP_BUDGET_MS = 60_000;
 
 async function dispatcherRss(kind: DuetimeBackendName, namespace: string | undefined, settleMs: number) {
   const opened = await openDuetime(kind, namespace);
@@ -42,7 +49,7 @@ async function dispatcherRss(kind: DuetimeBackendName, namespace: string | undef
 
 /**
  * In a fresh process: a dispatcher over an empty store, then one over the backlog (RSS of each), and the
- * cost of the backlog's due lookups (nothing is due yet) and next-deadline lookups.
+ * cost of the backlog's due lookups (nothing is due yet), next-deadline lookups and due-backlog lookups.
  */
 export async function scaleChild(args: Record<string, unknown>): Promise<ScaleChildResult> {
   const kind = args.backend as DuetimeBackendName;
@@ -55,17 +62,29 @@ export async function scaleChild(args: Record<string, unknown>): Promise<ScaleCh
   const { store } = full.opened.backend;
   const due: number[] = [];
   const next: number[] = [];
-  for (let i = 0; i < 50; i++) {
+  const backlog: number[] = [];
+  const started = performance.now();
+  for (let i = 0; i < 50 && performance.now() - started < LOOKUP_BUDGET_MS; i++) {
     let t = performance.now();
     await store.pageSchedules({ order: 'due', through: new Date(), limit: 64 });
     due.push(performance.now() - t);
     t = performance.now();
     await store.nextDueAt();
     next.push(performance.now() - t);
+    t = performance.now();
+    await store.dueBacklog();
+    backlog.push(performance.now() - t);
   }
   await full.stop();
   await full.opened.backend.close();
-  return { emptyRssMb: empty.rss, rssMb: full.rss, dueLookupMs: median(due), nextDueMs: median(next) };
+  return {
+    emptyRssMb: empty.rss,
+    rssMb: full.rss,
+    dueLookupMs: median(due),
+    nextDueMs: median(next),
+    backlogMs: median(backlog),
+    lookups: due.length,
+  };
 }
 
 /**
@@ -157,6 +176,15 @@ export async function scaleWorkload(ctx: BenchContext, backends: DuetimeBackendN
           note,
         ),
         soloRow('scale', `${label}, next deadline lookup`, 'ms', 'lower', subject, [child.nextDueMs], note),
+        soloRow(
+          'scale',
+          `${label}, due backlog (dueBacklog: due count and oldest due, none due yet)`,
+          'ms',
+          'lower',
+          subject,
+          [child.backlogMs],
+          note,
+        ),
       );
     } finally {
       await drop();
