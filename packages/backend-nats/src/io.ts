@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import {
   type CompletionResult,
+  type ConsumerMessages,
   type DirectBatchOptions,
   type DirectLastFor,
   DiscardPolicy,
@@ -86,6 +87,11 @@ export type BatchResult =
   | { kind: 'stored'; lastSeq: number; count: number }
   | { kind: 'conflict'; description: string }
   | { kind: 'duplicate' };
+
+/** How many messages a sweep's ordered consumer asks the server for at a time. */
+const SWEEP_BUFFER = 10_000;
+/** How long a sweep waits for its next message before finishing with batch direct gets. */
+const SWEEP_IDLE_MS = 1000;
 
 /** The largest batch a NATS server takes by default (its `max_batch_size` limit). */
 export const MAX_ATOMIC_BATCH = 1000;
@@ -361,6 +367,64 @@ export class NatsIo {
       if (!last || pending === 0 || messages.length < pageSize) return;
       from = last.seq + 1;
     }
+  }
+
+  /**
+   * Every message matching `filter`, in sequence order, as of now, streamed by the server to an ordered
+   * consumer of this process (one request creates it, one reads how many it has to deliver): for reads
+   * of whole subject trees (listings, counts). {@link scan} asks for each page, and the server counts what
+   * follows the page for each answer, which grows with the stream: a million records took a minute that
+   * way. The delivery ends at the message with nothing pending after it. One that stalls (nothing for a
+   * second: a message counted as pending was rolled up or expired before it was sent, or the server is
+   * slow) is finished by {@link scan} from the last message received, so a read never ends short; a closed
+   * connection throws.
+   */
+  async *sweep(stream: string, filter: string): AsyncGenerator<StoredMessage> {
+    const operation = `read ${filter} from stream ${stream}`;
+    let messages: ConsumerMessages;
+    let expected: number;
+    try {
+      const consumer = await this.js.consumers.get(stream, { filter_subjects: [filter] });
+      messages = await consumer.consume({ max_messages: SWEEP_BUFFER });
+      const info = await consumer.info(true);
+      expected = info.num_pending + info.delivered.consumer_seq;
+    } catch (error) {
+      throw this.error(error, operation);
+    }
+    // A watchdog, not a timer per message; time spent by the caller between messages does not count.
+    let last = performance.now();
+    let withCaller = false;
+    let lastSeq = 0;
+    const watchdog = setInterval(() => {
+      if (!withCaller && performance.now() - last > SWEEP_IDLE_MS) messages.stop();
+    }, SWEEP_IDLE_MS / 4);
+    try {
+      if (expected === 0) return;
+      for await (const m of messages) {
+        const headers = m.headers;
+        lastSeq = m.seq;
+        withCaller = true;
+        yield {
+          subject: m.subject,
+          seq: m.seq,
+          time: m.time.getTime(),
+          data: m.data,
+          header: (name) => {
+            const v = headers?.get(name);
+            return v === '' ? undefined : v;
+          },
+          json: <T>() => JSON.parse(decoder.decode(m.data)) as T,
+        };
+        withCaller = false;
+        if (m.info.pending === 0) return;
+        last = performance.now();
+      }
+    } finally {
+      clearInterval(watchdog);
+      messages.stop();
+    }
+    if (this.closed) throw this.error(new Error('the connection closed during the read'), operation);
+    yield* this.scan(stream, filter, 1000, lastSeq + 1);
   }
 
   /**

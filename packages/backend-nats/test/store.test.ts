@@ -169,30 +169,109 @@ describe('nats store adapter', () => {
           await tx.schedule(`count/${i % 3}/${i}`, new Date(base + i * 1000), msg(`c${i}`));
       });
     const { adapter, io } = await storeAdapterOn(namespace);
-    const range = io.range.bind(io);
-    let reads = 0;
-    io.range = (...args) => {
-      reads++;
-      return range(...args);
+    const sweep = io.sweep.bind(io);
+    let sweeps = 0;
+    let read = 0;
+    io.sweep = async function* (stream, filter) {
+      sweeps++;
+      for await (const m of sweep(stream, filter)) {
+        read++;
+        yield m;
+      }
     };
     const counted = async (query: Parameters<NatsStoreAdapter['countSchedules']>[0]) => {
-      reads = 0;
-      return { count: await adapter.countSchedules(query), reads };
+      sweeps = 0;
+      read = 0;
+      return { count: await adapter.countSchedules(query), sweeps, read };
     };
-    // The scan reads 1,000 records a request: the first page holds the limit, the second the rest.
-    expect(await counted({ order: 'at', limit: 1000 })).toEqual({ count: 1000, reads: 1 });
-    expect(await counted({ order: 'at', limit: 10_000 })).toEqual({ count: count, reads: 2 });
-    // A prefix of whole segments is a subject filter: the server reads only its 500.
+    expect(await counted({ order: 'at', limit: 1000 })).toEqual({ count: 1000, sweeps: 1, read: 1000 });
+    expect(await counted({ order: 'at', limit: 10_000 })).toEqual({ count, sweeps: 1, read: count });
+    // A prefix of whole segments is a subject filter: the server sends only its 500.
     expect(await counted({ order: 'at', prefix: 'count/1/', limit: 10_000 })).toEqual({
       count: 500,
-      reads: 1,
+      sweeps: 1,
+      read: 500,
     });
-    expect((await counted({ order: 'due', through: new Date(base + 99_000), limit: 10_000 })).count).toBe(
-      100,
-    );
+    expect(await counted({ order: 'due', through: new Date(base + 99_000), limit: 10_000 })).toEqual({
+      count: 100,
+      sweeps: 1,
+      read: count,
+    });
+    expect(await counted({ order: 'at', prefix: 'none/', limit: 10 })).toEqual({
+      count: 0,
+      sweeps: 1,
+      read: 0,
+    });
     expect(await store.countSchedules({ limit: 1200 })).toBe(1200);
     expect(await store.countSchedules({ through: new Date(base + 9_000), limit: 5000 })).toBe(10);
     expect(await store.countSchedules({ prefix: 'count/2/', limit: 5000 })).toBe(500);
+  }, 60_000);
+
+  it('throws, never returns a short listing, when the connection closes while records stream in', async () => {
+    const { store, namespace } = await open();
+    await store.transact(async (tx) => {
+      for (let i = 0; i < 300; i++)
+        await tx.schedule(`short/${i}`, new Date(Date.now() + HOUR), msg(`s${i}`));
+    });
+    const { adapter, io } = await storeAdapterOn(namespace);
+    expect(await adapter.countSchedules({ order: 'at', limit: 1000 })).toBe(300);
+    const l = layout(namespace);
+    let seen = 0;
+    const reading = (async () => {
+      for await (const _ of io.sweep(l.storeStream, l.recordFilter(''))) {
+        if (++seen === 1) await io.nc.close();
+      }
+    })();
+    // The connection is gone: the read says so (ClosedError) instead of ending with what it had.
+    await expect(reading).rejects.toThrow(/closed/);
+    expect(seen).toBeLessThan(300);
+  }, 60_000);
+
+  it('finishes a listing whose streamed delivery stalls with direct gets: every record once', async () => {
+    const { store, namespace } = await open();
+    await store.transact(async (tx) => {
+      for (let i = 0; i < 400; i++)
+        await tx.schedule(`stall/${i}`, new Date(Date.now() + HOUR), msg(`s${i}`));
+    });
+    const { io } = await storeAdapterOn(namespace);
+    // The server stops sending after 150 records (as when one counted as pending was rolled up first).
+    const consumers = io.js.consumers;
+    const get = consumers.get.bind(consumers);
+    consumers.get = (async (...args: Parameters<typeof get>) => {
+      const consumer = await get(...args);
+      const consume = consumer.consume.bind(consumer);
+      consumer.consume = (async (options?: Parameters<typeof consume>[0]) => {
+        const real = await consume(options);
+        let release = () => {};
+        return Object.assign(
+          (async function* () {
+            let n = 0;
+            for await (const m of real) {
+              if (++n > 150) {
+                await new Promise<void>((resolve) => {
+                  release = resolve;
+                });
+                return;
+              }
+              yield m;
+            }
+          })(),
+          {
+            stop() {
+              real.stop();
+              release();
+            },
+          },
+        );
+      }) as unknown as typeof consume;
+      return consumer;
+    }) as typeof get;
+    const l = layout(namespace);
+    const seqs: number[] = [];
+    for await (const m of io.sweep(l.storeStream, l.recordFilter(''))) seqs.push(m.seq);
+    expect(seqs).toHaveLength(400);
+    expect(new Set(seqs).size).toBe(400);
+    expect([...seqs].sort((a, b) => a - b)).toEqual(seqs);
   }, 60_000);
 
   it('tells the due backlog from the timers that fired, reading no schedule that waits for later', async () => {

@@ -30,7 +30,7 @@ export async function listSchedules(c: ReadContext, query: ListQuery): Promise<S
   const compare = (a: Schedule, b: Schedule) => instant(a) - instant(b) || compareKeys(a.key, b.key);
   const page = new SortedPage<Schedule>(query.limit, compare);
   const match = matcher(c, query);
-  for await (const m of c.io.scan(c.layout.storeStream, c.layout.recordFilter(query.prefix ?? ''))) {
+  for await (const m of c.io.sweep(c.layout.storeStream, c.layout.recordFilter(query.prefix ?? ''))) {
     const s = match(m);
     if (s) page.add(s);
   }
@@ -48,7 +48,7 @@ export async function countSchedules(
   if (query.limit <= 0) return 0;
   const match = matcher(c, query);
   let count = 0;
-  for await (const m of c.io.scan(c.layout.storeStream, c.layout.recordFilter(query.prefix ?? ''))) {
+  for await (const m of c.io.sweep(c.layout.storeStream, c.layout.recordFilter(query.prefix ?? ''))) {
     if (match(m) && ++count >= query.limit) break;
   }
   return count;
@@ -140,7 +140,7 @@ export async function listDeadLetters(
   const { layout, io } = c;
   const prefix = query.prefix ?? '';
   const page = new SortedPage<DeadLetterRecord>(query.limit, (a, b) => compareKeys(a.key, b.key));
-  for await (const m of io.scan(layout.storeStream, layout.deadLetterFilter(prefix))) {
+  for await (const m of io.sweep(layout.storeStream, layout.deadLetterFilter(prefix))) {
     const key = layout.keyOfDeadLetter(m.subject);
     if (!key.startsWith(prefix) || (query.after !== undefined && key <= query.after)) continue;
     const d = toDeadLetter(key, m);
@@ -157,7 +157,7 @@ export async function countDeadLetters(
   const prefix = query.prefix ?? '';
   let count = 0;
   if (query.limit <= 0) return 0;
-  for await (const m of c.io.scan(c.layout.storeStream, c.layout.deadLetterFilter(prefix))) {
+  for await (const m of c.io.sweep(c.layout.storeStream, c.layout.deadLetterFilter(prefix))) {
     if (!isTombstone(m) && c.layout.keyOfDeadLetter(m.subject).startsWith(prefix) && ++count >= query.limit)
       break;
   }
