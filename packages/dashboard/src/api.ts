@@ -356,10 +356,6 @@ export class DashboardApi {
   }
 }
 
-/**
- * When the schedule due longest ago became due (`undefined` when none is due), read from the due order
- * without its message.
- */
 function pageSize(text: string | null): number {
   if (text === null) return PAGE_DEFAULT;
   const n = Number(text);
