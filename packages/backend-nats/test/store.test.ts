@@ -306,8 +306,26 @@ describe('nats store adapter', () => {
     expect(await backlog()).toEqual({ count: 3, oldest: new Date(now - 3000) });
     expect(filters).toEqual([l.fires]);
     expect(asked.sort()).toEqual([1, 2, 3].map((i) => l.record(`due/${i}`)));
-    // Consumed by a delivery: gone from the backlog, and its acknowledged fire is not read again once the
-    // consumer's floor passed it.
+    // Claimed by a delivery still running: still due (its fire is pending, in hand).
+    const unit = await adapter.begin({ now: new Date(), limit: 1 });
+    const held = unit.claimed?.[0];
+    if (!held) throw new Error('nothing was claimed');
+    expect(await backlog()).toEqual({ count: 3, oldest: new Date(now - 3000) });
+    // Its attempt failed, retried in an hour: no longer due (the record's timer is the retry's).
+    await adapter.commit(unit, {
+      writes: [],
+      settlements: [
+        {
+          schedule: held,
+          outcome: 'retry',
+          failure: { attempts: 1, dueAt: new Date(now + HOUR), error: 'x' },
+          writes: [],
+        },
+      ],
+    });
+    const others = [1, 2, 3].filter((i) => `due/${i}` !== held.key);
+    expect(await backlog()).toEqual({ count: 2, oldest: new Date(now - Math.max(...others) * 1000) });
+    // Consumed by a delivery: gone from the backlog.
     await deliver(adapter, new Date(), 10);
     expect(await backlog()).toEqual({ count: 0 });
   }, 60_000);
