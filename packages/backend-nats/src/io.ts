@@ -382,12 +382,12 @@ export class NatsIo {
   async *sweep(stream: string, filter: string): AsyncGenerator<StoredMessage> {
     const operation = `read ${filter} from stream ${stream}`;
     let messages: ConsumerMessages;
-    let expected: number;
+    let total: number;
     try {
       const consumer = await this.js.consumers.get(stream, { filter_subjects: [filter] });
       messages = await consumer.consume({ max_messages: SWEEP_BUFFER });
       const info = await consumer.info(true);
-      expected = info.num_pending + info.delivered.consumer_seq;
+      total = info.num_pending + info.delivered.consumer_seq;
     } catch (error) {
       throw this.error(error, operation);
     }
@@ -399,22 +399,11 @@ export class NatsIo {
       if (!withCaller && performance.now() - last > SWEEP_IDLE_MS) messages.stop();
     }, SWEEP_IDLE_MS / 4);
     try {
-      if (expected === 0) return;
+      if (total === 0) return;
       for await (const m of messages) {
-        const headers = m.headers;
         lastSeq = m.seq;
         withCaller = true;
-        yield {
-          subject: m.subject,
-          seq: m.seq,
-          time: m.time.getTime(),
-          data: m.data,
-          header: (name) => {
-            const v = headers?.get(name);
-            return v === '' ? undefined : v;
-          },
-          json: <T>() => JSON.parse(decoder.decode(m.data)) as T,
-        };
+        yield stored({ subject: m.subject, seq: m.seq, time: m.time, data: m.data, header: m.headers });
         withCaller = false;
         if (m.info.pending === 0) return;
         last = performance.now();
@@ -644,7 +633,7 @@ function stored(m: {
   seq: number;
   time: Date;
   data: Uint8Array;
-  header: MsgHdrs;
+  header: MsgHdrs | undefined;
 }): StoredMessage {
   return {
     subject: m.subject,
@@ -652,7 +641,7 @@ function stored(m: {
     time: m.time.getTime(),
     data: m.data,
     header: (name) => {
-      const v = m.header.get(name);
+      const v = m.header?.get(name);
       return v === '' ? undefined : v;
     },
     json: <T>() => JSON.parse(decoder.decode(m.data)) as T,

@@ -98,6 +98,16 @@ describe('nats store adapter', () => {
   });
   afterAll(deleteOpened, 60_000);
 
+  /** A backend with `n` schedules `<prefix>/<i>` due in an hour, and a store adapter of its own on it. */
+  async function pendingOn(prefix: string, n: number) {
+    const { store, namespace } = await open();
+    await store.transact(async (tx) => {
+      for (let i = 0; i < n; i++)
+        await tx.schedule(`${prefix}/${i}`, new Date(Date.now() + HOUR), msg(`${prefix}${i}`));
+    });
+    return { store, namespace, ...(await storeAdapterOn(namespace)) };
+  }
+
   it('pages through thousands of schedules in (at, key) order, and lists them by due time', async () => {
     const { store, namespace } = await open();
     const adapter = await adapterOf(namespace);
@@ -208,12 +218,7 @@ describe('nats store adapter', () => {
   }, 60_000);
 
   it('throws, never returns a short listing, when the connection closes while records stream in', async () => {
-    const { store, namespace } = await open();
-    await store.transact(async (tx) => {
-      for (let i = 0; i < 300; i++)
-        await tx.schedule(`short/${i}`, new Date(Date.now() + HOUR), msg(`s${i}`));
-    });
-    const { adapter, io } = await storeAdapterOn(namespace);
+    const { namespace, adapter, io } = await pendingOn('short', 300);
     expect(await adapter.countSchedules({ order: 'at', limit: 1000 })).toBe(300);
     const l = layout(namespace);
     let seen = 0;
@@ -228,12 +233,7 @@ describe('nats store adapter', () => {
   }, 60_000);
 
   it('finishes a listing whose streamed delivery stalls with direct gets: every record once', async () => {
-    const { store, namespace } = await open();
-    await store.transact(async (tx) => {
-      for (let i = 0; i < 400; i++)
-        await tx.schedule(`stall/${i}`, new Date(Date.now() + HOUR), msg(`s${i}`));
-    });
-    const { io } = await storeAdapterOn(namespace);
+    const { namespace, io } = await pendingOn('stall', 400);
     // The server stops sending after 150 records (as when one counted as pending was rolled up first).
     const consumers = io.js.consumers;
     const get = consumers.get.bind(consumers);
@@ -343,9 +343,15 @@ describe('nats store adapter', () => {
     await isLive;
     // The long poll is on its way to the server; the watch ends before anything fires (a dispatcher
     // drained, say): the poll still takes the next fire.
-    await new Promise((resolve) => setTimeout(resolve, 100));
     unwatch();
     await store.transact((tx) => tx.schedule('watched/1', new Date(Date.now() - 1000), msg('w')));
+    // The ended watch's poll is the only one waiting: the consumer's first delivery goes to it.
+    const { io } = await storeAdapterOn(namespace);
+    const l = layout(namespace);
+    await waitFor('the fire delivered to the ended watch', async () => {
+      const info = await io.jsm.consumers.info(l.storeStream, l.firesConsumer);
+      return info.delivered.consumer_seq >= 1;
+    });
     const other = await adapterOf(namespace);
     let claimed: Schedule[] = [];
     await waitFor('the schedule claimed elsewhere', async () => {

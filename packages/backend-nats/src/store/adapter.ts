@@ -490,8 +490,7 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
     this.#lastPurge = now;
     const { io, layout, logger } = this.#c;
     this.#purging = (async () => {
-      const info = await io.jsm.consumers.info(layout.storeStream, layout.firesConsumer);
-      const floor = info.ack_floor.stream_seq;
+      const floor = await this.#firesFloor();
       if (floor > 0) await io.purge(layout.storeStream, { filter: layout.fires, before: floor + 1 });
     })()
       .catch((error: unknown) => logger.debug?.('nats store: purging acknowledged fires failed', { error }))
@@ -528,14 +527,17 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
 
   /** Answered from the timers that fired (see reads.ts `dueBacklog`): reads no schedule still waiting. */
   async dueBacklog(query: { now: Date; limit: number }): Promise<DueBacklog> {
+    return dueBacklog(this.#c, await this.#firesFloor(), query);
+  }
+
+  /** The fires consumer's acknowledgement floor: every fire at or below it was acknowledged. */
+  async #firesFloor(): Promise<number> {
     const { io, layout } = this.#c;
-    let floor: number;
     try {
-      floor = (await io.jsm.consumers.info(layout.storeStream, layout.firesConsumer)).ack_floor.stream_seq;
+      return (await io.jsm.consumers.info(layout.storeStream, layout.firesConsumer)).ack_floor.stream_seq;
     } catch (error) {
       throw io.error(error, `read consumer ${layout.firesConsumer} of stream ${layout.storeStream}`);
     }
-    return dueBacklog(this.#c, floor, query);
   }
 
   async countDeadLetters(query: { prefix?: string; limit: number }): Promise<number> {
