@@ -71,6 +71,23 @@ function testedPackages(root) {
     .map(({ dir, manifest }) => ({ dir, name: manifest.name ?? relative(root, dir) }));
 }
 
+/**
+ * The first lines of a failed test's first error and where it was thrown in the test files (the summary
+ * is often all that is kept of a run).
+ */
+function whyFailed(assertion) {
+  const lines = String(assertion.failureMessages?.[0] ?? '')
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '');
+  const at = lines.filter(
+    (line) => line.startsWith('at ') && /\/test\/|\/src\//.test(line) && !line.includes('node_modules'),
+  );
+  return [...lines.filter((line) => !line.startsWith('at ')).slice(0, 4), ...at.slice(0, 2)].map((line) =>
+    line.length > 300 ? `${line.slice(0, 300)}…` : line,
+  );
+}
+
 /** Counts one package's report: passed and failed tests, skipped ones, and the reasons for extra failures. */
 function countReport(path) {
   const report = JSON.parse(readFileSync(path, 'utf8'));
@@ -81,7 +98,8 @@ function countReport(path) {
   const failedNames = [];
   for (const file of report.testResults ?? []) {
     const assertions = file.assertionResults ?? [];
-    for (const a of assertions) if (a.status === 'failed') failedNames.push(a.fullName ?? a.title);
+    for (const a of assertions)
+      if (a.status === 'failed') failedNames.push({ name: a.fullName ?? a.title, why: whyFailed(a) });
     if (file.status === 'failed' && !assertions.some((a) => a.status === 'failed')) {
       failed += 1;
       const firstLine = String(file.message ?? '').split('\n')[0];
@@ -130,7 +148,10 @@ function summarize(args) {
     skipped += counts.skipped;
     const extra = counts.skipped > 0 ? `, ${counts.skipped} skipped` : '';
     console.log(`  ${pkg.name}: ${counts.passed} passed, ${counts.failed} failed${extra}`);
-    for (const name of counts.failedNames.slice(0, 20)) console.log(`    failed: ${name}`);
+    for (const { name, why } of counts.failedNames.slice(0, 20)) {
+      console.log(`    failed: ${name}`);
+      for (const line of why) console.log(`      ${line}`);
+    }
     for (const problem of counts.problems) console.log(`    ${problem}`);
   }
   if (args.testExit !== 0 && failed === 0) {

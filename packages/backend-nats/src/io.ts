@@ -9,6 +9,7 @@ import {
   type JetStreamManager,
   jetstream,
   jetstreamManager,
+  type MsgRequest,
   type PurgeOpts,
   RetentionPolicy,
   StorageType,
@@ -114,6 +115,11 @@ export class NatsIo {
   /** How long a commit keeps resending a batch whose reply was lost. */
   readonly commitTimeoutMs: number;
   #closed = false;
+  /**
+   * The replicas of each stream this I/O opened or checked ({@link ensureStream}); a stream not among them
+   * is read as replicated.
+   */
+  readonly #replicas = new Map<string, number>();
 
   private constructor(nc: NatsConnection, jsm: JetStreamManager, timeoutMs: number, commitTimeoutMs: number) {
     this.nc = nc;
@@ -357,15 +363,47 @@ export class NatsIo {
     }
   }
 
-  /** Every message matching `filter`, in sequence order, read a page at a time. */
+  /**
+   * Every message matching `filter`, in sequence order, as of now, read a page at a time (batch direct
+   * gets, finished by {@link #fromLeader} on a replicated stream).
+   */
   async *scan(stream: string, filter: string, pageSize = 1000, start = 1): AsyncGenerator<StoredMessage> {
     let from = start;
     for (;;) {
       const { messages, pending } = await this.range(stream, filter, from, pageSize);
       yield* messages;
       const last = messages.at(-1);
-      if (!last || pending === 0 || messages.length < pageSize) return;
-      from = last.seq + 1;
+      if (last) from = last.seq + 1;
+      if (!last || pending === 0 || messages.length < pageSize) break;
+    }
+    yield* this.#fromLeader(stream, filter, from);
+  }
+
+  /**
+   * The messages matching `filter` from sequence `from` on that a read answered by a replica left out, as
+   * the stream's leader has them (`STREAM.MSG.GET` next by subject, one message per request), up to the
+   * leader's last message when the first is found. A direct get and an ordered consumer may be served by
+   * any replica, and one a little behind lacks the newest messages: what a transaction just committed
+   * (the leader acknowledges once most replicas hold it). A replica applies the stream in order, so what
+   * it lacks is a tail; one request confirms there is none. Nothing is asked on a stream of one replica.
+   */
+  async *#fromLeader(stream: string, filter: string, from: number): AsyncGenerator<StoredMessage> {
+    if (this.#replicas.get(stream) === 1) return;
+    const operation = `read ${filter} from the leader of stream ${stream}`;
+    let through = Number.POSITIVE_INFINITY;
+    for (let seq = from; seq <= through; ) {
+      let m: StoredMsg | null;
+      try {
+        // The server takes `next_by_subj` with `seq`; the client's type for this request lists only the
+        // sequence and last-by-subject forms, and sends the object as it is.
+        m = await this.jsm.streams.getMessage(stream, { seq, next_by_subj: filter } as unknown as MsgRequest);
+      } catch (error) {
+        throw this.error(error, operation);
+      }
+      if (!m || m.seq > through) return;
+      if (through === Number.POSITIVE_INFINITY) through = await this.lastSeq(stream);
+      yield stored(m);
+      seq = m.seq + 1;
     }
   }
 
@@ -395,22 +433,31 @@ export class NatsIo {
     let last = performance.now();
     let withCaller = false;
     let lastSeq = 0;
+    let ended = total === 0;
     const watchdog = setInterval(() => {
       if (!withCaller && performance.now() - last > SWEEP_IDLE_MS) messages.stop();
     }, SWEEP_IDLE_MS / 4);
     try {
-      if (total === 0) return;
-      for await (const m of messages) {
-        lastSeq = m.seq;
-        withCaller = true;
-        yield stored({ subject: m.subject, seq: m.seq, time: m.time, data: m.data, header: m.headers });
-        withCaller = false;
-        if (m.info.pending === 0) return;
-        last = performance.now();
-      }
+      if (!ended)
+        for await (const m of messages) {
+          lastSeq = m.seq;
+          withCaller = true;
+          yield stored({ subject: m.subject, seq: m.seq, time: m.time, data: m.data, header: m.headers });
+          withCaller = false;
+          if (m.info.pending === 0) {
+            ended = true;
+            break;
+          }
+          last = performance.now();
+        }
     } finally {
       clearInterval(watchdog);
       messages.stop();
+    }
+    if (ended) {
+      // The consumer may have run on a replica a little behind the leader.
+      yield* this.#fromLeader(stream, filter, lastSeq + 1);
+      return;
     }
     if (this.closed) throw this.error(new Error('the connection closed during the read'), operation);
     yield* this.scan(stream, filter, 1000, lastSeq + 1);
@@ -502,10 +549,17 @@ export class NatsIo {
 
   async lastSeq(stream: string): Promise<number> {
     try {
-      return (await this.jsm.streams.info(stream)).state.last_seq;
+      return (await this.streamInfo(stream)).state.last_seq;
     } catch (error) {
       throw this.error(error, `read the state of stream ${stream}`);
     }
+  }
+
+  /** The stream's info (its leader answers); throws the client's error. Notes its replicas for reads. */
+  async streamInfo(stream: string): Promise<StreamInfo> {
+    const info = await this.jsm.streams.info(stream);
+    this.#replicas.set(stream, info.config.num_replicas);
+    return info;
   }
 
   /**
@@ -530,17 +584,18 @@ export class NatsIo {
     };
     let info: StreamInfo | undefined;
     try {
-      info = await this.jsm.streams.info(config.name);
+      info = await this.streamInfo(config.name);
     } catch (error) {
       if (!isStreamNotFound(error)) throw this.error(error, `read stream ${config.name}`);
     }
     if (!info) {
       try {
         info = await this.jsm.streams.add(wanted);
+        this.#replicas.set(config.name, info.config.num_replicas);
       } catch (error) {
         // Another process may have created it first.
         try {
-          info = await this.jsm.streams.info(config.name);
+          info = await this.streamInfo(config.name);
         } catch {
           throw this.error(error, `create stream ${config.name}`);
         }

@@ -195,7 +195,7 @@ export async function addCommitMarkers(io: NatsIo, layout: Layout, add = true): 
 /** Refuses to go on when `stream` is missing (opening with `migrate: false`). */
 export async function requireStream(io: NatsIo, stream: string, layout: Layout): Promise<void> {
   try {
-    await io.jsm.streams.info(stream);
+    await io.streamInfo(stream);
   } catch (error) {
     if (!isStreamNotFound(error)) throw io.error(error, `read stream ${stream}`);
     throw new NotFoundError(
