@@ -8,6 +8,7 @@ import { NatsIo, type StoredMessage } from '../src/io.js';
 import { layout } from '../src/layout.js';
 import { deleteOpened, NATS_STORE_URL, openOn } from './adapter.js';
 import { NATS_CLUSTER_URLS } from './adapter-cluster.js';
+import { alterSweepDelivery } from './store-adapter.js';
 
 // On a stream with three replicas, a direct get or an ordered consumer may be served by a replica that
 // has not yet applied the newest messages (the leader acknowledges a write once most replicas hold it).
@@ -65,27 +66,19 @@ describe('whole reads on a replicated stream', () => {
     expect(whole).toHaveLength(400);
     // The ordered consumer lands on a replica that holds the first 150 records: it sends those and says
     // nothing follows.
-    const consumers = io.js.consumers;
-    const get = consumers.get.bind(consumers);
-    consumers.get = (async (...args: Parameters<typeof get>) => {
-      const consumer = await get(...args);
-      const consume = consumer.consume.bind(consumer);
-      consumer.consume = (async (options?: Parameters<typeof consume>[0]) => {
-        const real = await consume(options);
-        return Object.assign(
-          (async function* () {
-            let n = 0;
-            for await (const m of real) {
-              n++;
-              yield behind(m, n === 150);
-              if (n === 150) return;
-            }
-          })(),
-          { stop: () => real.stop() },
-        );
-      }) as unknown as typeof consume;
-      return consumer;
-    }) as typeof get;
+    alterSweepDelivery(io, (real) =>
+      Object.assign(
+        (async function* () {
+          let n = 0;
+          for await (const m of real) {
+            n++;
+            yield behind(m, n === 150);
+            if (n === 150) return;
+          }
+        })(),
+        { stop: () => real.stop() },
+      ),
+    );
     const leader = leaderReads(io);
     expect(await seqs(io.sweep(l.storeStream, l.recordFilter('')))).toEqual(whole);
     // The 250 the replica lacked, one request each (and one that finds nothing after them when other

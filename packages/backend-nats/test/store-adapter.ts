@@ -1,4 +1,5 @@
 import { silentLogger } from '@duetime/core';
+import type { ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connectNats } from '../src/index.js';
 import { NatsIo } from '../src/io.js';
@@ -38,4 +39,23 @@ export async function storeAdapterOn(
 /** Closes the connections {@link storeAdapterOn} opened (call from afterEach or afterAll). */
 export async function closeStoreAdapters(): Promise<void> {
   await Promise.all(connections.splice(0).map((nc) => nc.close()));
+}
+
+/**
+ * Makes every sweep of `io` receive what `deliver` makes of the server's delivery (the ordered consumer's
+ * messages): a stand-in for a server that stalls, or for a replica that ends early.
+ */
+export function alterSweepDelivery(
+  io: NatsIo,
+  deliver: (real: ConsumerMessages) => AsyncIterable<JsMsg> & { stop(): void },
+): void {
+  const consumers = io.js.consumers;
+  const get = consumers.get.bind(consumers);
+  consumers.get = (async (...args: Parameters<typeof get>) => {
+    const consumer = await get(...args);
+    const consume = consumer.consume.bind(consumer);
+    consumer.consume = (async (options?: Parameters<typeof consume>[0]) =>
+      deliver(await consume(options))) as unknown as typeof consume;
+    return consumer;
+  }) as typeof get;
 }

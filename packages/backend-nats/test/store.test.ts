@@ -16,7 +16,7 @@ import { NatsIo } from '../src/io.js';
 import { layout } from '../src/layout.js';
 import type { NatsStoreAdapter } from '../src/store/adapter.js';
 import { deleteOpened, NATS_STORE_URL, openOn } from './adapter.js';
-import { closeStoreAdapters, storeAdapterOn } from './store-adapter.js';
+import { alterSweepDelivery, closeStoreAdapters, storeAdapterOn } from './store-adapter.js';
 
 const HOUR = 3_600_000;
 const counter = aggregate({ type: 'counter', initial: 0, apply: { added: (n: number) => n + 1 } });
@@ -235,37 +235,29 @@ describe('nats store adapter', () => {
   it('finishes a listing whose streamed delivery stalls with direct gets: every record once', async () => {
     const { namespace, io } = await pendingOn('stall', 400);
     // The server stops sending after 150 records (as when one counted as pending was rolled up first).
-    const consumers = io.js.consumers;
-    const get = consumers.get.bind(consumers);
-    consumers.get = (async (...args: Parameters<typeof get>) => {
-      const consumer = await get(...args);
-      const consume = consumer.consume.bind(consumer);
-      consumer.consume = (async (options?: Parameters<typeof consume>[0]) => {
-        const real = await consume(options);
-        let release = () => {};
-        return Object.assign(
-          (async function* () {
-            let n = 0;
-            for await (const m of real) {
-              if (++n > 150) {
-                await new Promise<void>((resolve) => {
-                  release = resolve;
-                });
-                return;
-              }
-              yield m;
+    alterSweepDelivery(io, (real) => {
+      let release = () => {};
+      return Object.assign(
+        (async function* () {
+          let n = 0;
+          for await (const m of real) {
+            if (++n > 150) {
+              await new Promise<void>((resolve) => {
+                release = resolve;
+              });
+              return;
             }
-          })(),
-          {
-            stop() {
-              real.stop();
-              release();
-            },
+            yield m;
+          }
+        })(),
+        {
+          stop() {
+            real.stop();
+            release();
           },
-        );
-      }) as unknown as typeof consume;
-      return consumer;
-    }) as typeof get;
+        },
+      );
+    });
     const l = layout(namespace);
     const seqs: number[] = [];
     for await (const m of io.sweep(l.storeStream, l.recordFilter(''))) seqs.push(m.seq);
