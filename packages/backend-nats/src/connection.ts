@@ -8,6 +8,7 @@ import {
   redactUrl,
 } from '@duetime/core';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { onStatus } from './io.js';
 
 /**
  * Connecting to NATS: validating a `servers` value, opening a connection that never hangs, and reading
@@ -213,23 +214,10 @@ export function checkConnection(value: unknown, field = 'connection'): NatsConne
  * the application owns: it only listens.
  */
 export function logConnectionStatus(nc: NatsConnection, logger: Logger, what: string): () => void {
-  const statuses = nc.status() as AsyncIterable<{ type: string; server?: string }> & { stop?: () => void };
-  let stopped = false;
-  void (async () => {
-    try {
-      for await (const status of statuses) {
-        if (stopped) break;
-        if (status.type === 'disconnect')
-          logger.warn(`${what}: disconnected from NATS`, { server: status.server });
-        else if (status.type === 'reconnect')
-          logger.info(`${what}: reconnected to NATS`, { server: status.server });
-      }
-    } catch {
-      // The iterator ends with the connection.
-    }
-  })();
-  return () => {
-    stopped = true;
-    statuses.stop?.();
-  };
+  return onStatus(nc, (status) => {
+    if (status.type === 'disconnect')
+      logger.warn(`${what}: disconnected from NATS`, { server: status.server });
+    else if (status.type === 'reconnect')
+      logger.info(`${what}: reconnected to NATS`, { server: status.server });
+  });
 }

@@ -1,4 +1,5 @@
-import { BackendError, type CursorBackend } from '@duetime/core';
+import type { CursorBackend } from '@duetime/core';
+import { lostRaces } from './errors.js';
 import type { NatsIo } from './io.js';
 import type { Layout } from './layout.js';
 import type { ServerClock } from './server-clock.js';
@@ -51,12 +52,6 @@ export class NatsCursors implements CursorBackend {
       });
       if (result !== 'conflict') return new Date(next);
     }
-    throw new BackendError(
-      `advance cursor ${JSON.stringify(key)}`,
-      `lost ${MAX_ATTEMPTS} compare-and-set races in a row`,
-      {
-        transient: true,
-      },
-    );
+    throw lostRaces(`advance cursor ${JSON.stringify(key)}`, MAX_ATTEMPTS);
   }
 }

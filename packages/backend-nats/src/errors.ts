@@ -8,15 +8,10 @@ export const JS_WRONG_LAST_SEQUENCE = 10071;
 export const JS_MESSAGE_NOT_FOUND = 10037;
 /** An atomic batch whose commit carries a message id the stream stored already (a retried batch). */
 export const JS_DUPLICATE_MESSAGE_ID = 10201;
-
-/** The client's error for a JetStream API error the server sent in a reply we parsed ourselves. */
-export function apiErrorOf(error: {
-  code: number;
-  err_code: number;
-  description: string;
-}): JetStreamApiError {
-  return new JetStreamApiError(error);
-}
+export const JS_CONSUMER_NOT_FOUND = 10014;
+export const JS_SCHEDULE_PATTERN_INVALID = 10189;
+/** "message delete failed": the message to delete is not there, or the store refused. */
+export const JS_MESSAGE_DELETE_FAILED = 10057;
 
 /** The JetStream API error code of `error`, if it is one. */
 export function apiCode(error: unknown): number | undefined {
@@ -57,14 +52,6 @@ export function isConnectionLevelError(error: unknown): boolean {
   );
 }
 
-/**
- * Whether a retry later may succeed for the backend: a connection-level failure, or one of its own
- * streams missing (right after a restart the server is still loading it).
- */
-export function isTransientNatsError(error: unknown): boolean {
-  return isConnectionLevelError(error) || apiCode(error) === JS_STREAM_NOT_FOUND;
-}
-
 /** The client's "jetstream is not enabled" error: no responders on the JetStream API (often a restart). */
 function isJetStreamNotAnswering(error: unknown): boolean {
   return error instanceof Error && error.name === 'JetStreamNotEnabled';
@@ -84,11 +71,37 @@ export function toDuetimeError(
   if (error instanceof DuetimeError) return error;
   if (closed) return new ClosedError('nats backend');
   const raw = error instanceof Error ? error.message : String(error);
-  const transient = isTransientNatsError(error);
+  // A retry later may succeed: a connection-level failure, or one of the backend's own streams missing
+  // (right after a restart the server is still loading it).
+  const transient = isConnectionLevelError(error) || isStreamNotFound(error);
   let message = raw;
   if (isJetStreamNotAnswering(error) || (error instanceof errors.RequestError && error.isNoResponders()))
     message = `JetStream does not answer (${raw}); the server may be restarting or run without -js`;
   else if (isStreamNotFound(error))
     message = `${raw}; the stream was deleted or the server has not loaded it yet`;
   return new BackendError(operation, `${message} (server ${server})`, { cause: error, transient });
+}
+
+/** Whether `error` says a stream, consumer or message does not exist. */
+export function isNotFound(error: unknown): boolean {
+  const code = apiCode(error);
+  if (code === JS_STREAM_NOT_FOUND || code === JS_CONSUMER_NOT_FOUND || code === JS_MESSAGE_NOT_FOUND)
+    return true;
+  return error instanceof Error && /not found/i.test(error.message) && code !== undefined;
+}
+
+/**
+ * Wraps a client or server failure as a {@link BackendError} naming the operation. Connection-level
+ * failures (timeouts, a closed or reconnecting connection, no responders, JetStream briefly unavailable)
+ * are transient; other API refusals are not. duetime's own errors pass through unchanged.
+ */
+export function toBackendError(operation: string, error: unknown): DuetimeError {
+  if (error instanceof DuetimeError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  return new BackendError(operation, message, { cause: error, transient: isConnectionLevelError(error) });
+}
+
+/** A compare-and-set loop that lost every one of its `attempts` (someone else wrote each time). */
+export function lostRaces(operation: string, attempts: number): BackendError {
+  return new BackendError(operation, `lost ${attempts} compare-and-set races in a row`, { transient: true });
 }

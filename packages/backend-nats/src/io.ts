@@ -5,11 +5,11 @@ import {
   type DirectBatchOptions,
   type DirectLastFor,
   DiscardPolicy,
+  JetStreamApiError,
   type JetStreamClient,
   type JetStreamManager,
   jetstream,
   jetstreamManager,
-  type MsgRequest,
   type PurgeOpts,
   RetentionPolicy,
   StorageType,
@@ -24,7 +24,6 @@ import {
   headers as natsHeaders,
 } from '@nats-io/transport-node';
 import {
-  apiErrorOf,
   isStreamNotFound,
   isWrongLastSequence,
   JS_DUPLICATE_MESSAGE_ID,
@@ -32,7 +31,8 @@ import {
   JS_WRONG_LAST_SEQUENCE_PROPOSED,
   toDuetimeError,
 } from './errors.js';
-import { StreamMismatchError, type StreamSettings } from './streams.js';
+import { nextOnSubject } from './jetstream-scheduler/delete.js';
+import { addOrRead, StreamMismatchError, type StreamSettings } from './streams.js';
 
 /** A message read back from a stream. */
 export interface StoredMessage {
@@ -100,7 +100,9 @@ export const MAX_ATOMIC_BATCH = 1000;
 export const MAX_MULTI_LAST = 100;
 
 const decoder = new TextDecoder();
-const encoder = new TextEncoder();
+
+/** `Nats-Rollup: sub`: the message replaces every earlier one of its subject (stream `allow_rollup_hdrs`). */
+export const ROLLUP = { 'Nats-Rollup': 'sub' } as const;
 
 /**
  * The few JetStream calls the backend makes, each mapping client errors to duetime errors that name the
@@ -279,7 +281,7 @@ export class NatsIo {
         )
           return { kind: 'conflict', description: ack.error.description };
         if (ack.error.err_code === JS_DUPLICATE_MESSAGE_ID) return { kind: 'duplicate' };
-        throw apiErrorOf(ack.error);
+        throw new JetStreamApiError(ack.error);
       }
       if (ack.count !== messages.length || typeof ack.seq !== 'number')
         throw new Error(
@@ -394,9 +396,7 @@ export class NatsIo {
     for (let seq = from; seq <= through; ) {
       let m: StoredMsg | null;
       try {
-        // The server takes `next_by_subj` with `seq`; the client's type for this request lists only the
-        // sequence and last-by-subject forms, and sends the object as it is.
-        m = await this.jsm.streams.getMessage(stream, { seq, next_by_subj: filter } as unknown as MsgRequest);
+        m = await nextOnSubject(this.jsm, stream, filter, seq);
       } catch (error) {
         throw this.error(error, operation);
       }
@@ -497,37 +497,20 @@ export class NatsIo {
     }
   }
 
-  /** The last message on `subject`, or undefined. */
-  async last(stream: string, subject: string): Promise<StoredMessage | undefined> {
-    try {
-      const m = await this.jsm.direct.getMessage(stream, { last_by_subj: subject });
-      return m ? stored(m) : undefined;
-    } catch (error) {
-      throw this.error(error, `read ${subject} from stream ${stream}`);
-    }
-  }
-
   /**
-   * The last message on `subject` as the stream's leader has it (`STREAM.MSG.GET`, not a direct get, which
-   * a replica a little behind may answer), or undefined when there is none.
+   * The last message on `subject`, or undefined. With `leader`, as the stream's leader has it
+   * (`STREAM.MSG.GET`, not a direct get, which a replica a little behind may answer).
    */
-  async lastFromLeader(stream: string, subject: string): Promise<StoredMessage | undefined> {
+  async last(stream: string, subject: string, leader = false): Promise<StoredMessage | undefined> {
     try {
-      const m = await this.jsm.streams.getMessage(stream, { last_by_subj: subject });
+      const m = await (leader ? this.jsm.streams : this.jsm.direct).getMessage(stream, {
+        last_by_subj: subject,
+      });
       return m ? stored(m) : undefined;
     } catch (error) {
-      if (error instanceof Error && /no message found|not found/i.test(error.message)) return undefined;
-      throw this.error(error, `read ${subject} from the leader of stream ${stream}`);
-    }
-  }
-
-  /** The message at `seq`, or undefined when there is none (purged or never written). */
-  async at(stream: string, seq: number): Promise<StoredMessage | undefined> {
-    try {
-      const m = await this.jsm.direct.getMessage(stream, { seq });
-      return m ? stored(m) : undefined;
-    } catch (error) {
-      throw this.error(error, `read message ${seq} from stream ${stream}`);
+      if (leader && error instanceof Error && /no message found|not found/i.test(error.message))
+        return undefined;
+      throw this.error(error, `read ${subject} from ${leader ? 'the leader of ' : ''}stream ${stream}`);
     }
   }
 
@@ -562,6 +545,16 @@ export class NatsIo {
     return info;
   }
 
+  /** The stream's info ({@link streamInfo}), or undefined when there is no such stream. */
+  async findStream(stream: string): Promise<StreamInfo | undefined> {
+    try {
+      return await this.streamInfo(stream);
+    } catch (error) {
+      if (isStreamNotFound(error)) return undefined;
+      throw this.error(error, `read stream ${stream}`);
+    }
+  }
+
   /**
    * Creates `config` or checks an existing stream of that name: its subjects and every setting the
    * backend's correctness depends on must match; a mismatch is refused naming the setting, and the
@@ -582,24 +575,14 @@ export class NatsIo {
       ...(config.atomic ? { allow_atomic: true, allow_rollup_hdrs: true, allow_msg_ttl: true } : {}),
       ...(config.schedules ? { allow_msg_schedules: true } : {}),
     };
-    let info: StreamInfo | undefined;
-    try {
-      info = await this.streamInfo(config.name);
-    } catch (error) {
-      if (!isStreamNotFound(error)) throw this.error(error, `read stream ${config.name}`);
-    }
+    let info = await this.findStream(config.name);
     if (!info) {
-      try {
-        info = await this.jsm.streams.add(wanted);
-        this.#replicas.set(config.name, info.config.num_replicas);
-      } catch (error) {
-        // Another process may have created it first.
-        try {
-          info = await this.streamInfo(config.name);
-        } catch {
-          throw this.error(error, `create stream ${config.name}`);
-        }
-      }
+      info = await addOrRead(
+        () => this.jsm.streams.add(wanted),
+        () => this.streamInfo(config.name),
+        (error) => this.error(error, `create stream ${config.name}`),
+      );
+      this.#replicas.set(config.name, info.config.num_replicas);
     }
     const c = info.config as StreamConfig & Record<string, unknown>;
     const mismatches: string[] = [];
@@ -678,11 +661,6 @@ function isRacedBatch(error: unknown): boolean {
   );
 }
 
-/** Text as bytes (for payload sizes). */
-export function bytes(text: string): Uint8Array {
-  return encoder.encode(text);
-}
-
 function stored(m: {
   subject: string;
   seq: number;
@@ -700,5 +678,28 @@ function stored(m: {
       return v === '' ? undefined : v;
     },
     json: <T>() => JSON.parse(decoder.decode(m.data)) as T,
+  };
+}
+
+/** Calls `handle` with every status change of `nc` until the returned function is called. */
+export function onStatus(
+  nc: NatsConnection,
+  handle: (status: { type: string; server?: string }) => void,
+): () => void {
+  const statuses = nc.status() as AsyncIterable<{ type: string; server?: string }> & { stop?: () => void };
+  let stopped = false;
+  void (async () => {
+    try {
+      for await (const status of statuses) {
+        if (stopped) break;
+        handle(status);
+      }
+    } catch {
+      // The iterator ends with the connection.
+    }
+  })();
+  return () => {
+    stopped = true;
+    statuses.stop?.();
   };
 }

@@ -1,72 +1,6 @@
 import { createHash } from 'node:crypto';
 import { InvalidArgumentError } from '@duetime/core';
 
-/**
- * Where a backend keeps its data on the server: two streams named from the prefix, and the subjects
- * inside them.
- *
- * - `<prefix>_store` holds the transactional store, one subject per thing, so that every write is a
- *   JetStream primitive: a schedule's record (`s.<key>`), its timer (`t.<key>`, a JetStream message
- *   schedule), what the timer fires (`f.<key>`, read by one durable consumer whose pending
- *   acknowledgements are the deliveries' claims), aggregates' events (`e.<aggregate>.<sequence>`), dead
- *   letters (`x.<key>`) and the store's format record (`meta`). See docs/design.md.
- * - `<prefix>_lease` holds leases, calendar cursors and the server-clock probe.
- *
- * Schedule keys keep their `/`-separated structure as subject tokens (so a key prefix of whole segments is
- * a subject filter); see {@link keyTokens}.
- */
-export interface Layout {
-  readonly prefix: string;
-  /** The transactional store. */
-  readonly storeStream: string;
-  /** Leases, cursors and the server-clock probe. */
-  readonly leaseStream: string;
-  /** The store stream's subjects, in the order its configuration lists them. */
-  readonly storeSubjects: readonly string[];
-  /** The store's format record: written once, never purged, so the stream is never empty. */
-  readonly meta: string;
-  /**
-   * Commit markers: one per atomic batch, carrying its `Nats-Msg-Id`, kept for the duplicate window
-   * (`Nats-TTL`) so that a retried batch is known as stored even across a server restart.
-   */
-  readonly commits: string;
-  /** A schedule's record. */
-  record(key: string): string;
-  /** A filter matching the records whose keys may start with `prefix` (a superset: check the keys). */
-  recordFilter(prefix: string): string;
-  /** The key of a record subject. */
-  keyOfRecord(subject: string): string;
-  /** A schedule's timer: a message schedule firing into {@link Layout.fire} at the schedule's due time. */
-  timer(key: string): string;
-  /** Where a schedule's timer fires. */
-  fire(key: string): string;
-  /** The key of a fire subject. */
-  keyOfFire(subject: string): string;
-  /** Every fire subject: the filter of the fires consumer. */
-  readonly fires: string;
-  /** The durable consumer of the fires: its pending acknowledgements are the deliveries' claims. */
-  readonly firesConsumer: string;
-  /** Subjects of the earlier layout (store format 1: a due index and claim markers of its own). */
-  readonly format1Subjects: readonly string[];
-  /** An aggregate's event with `sequence` (1-based). */
-  event(aggregateId: string, sequence: number): string;
-  /** All events of an aggregate. */
-  events(aggregateId: string): string;
-  deadLetter(key: string): string;
-  deadLetterFilter(prefix: string): string;
-  keyOfDeadLetter(subject: string): string;
-  lease(key: string): string;
-  cursor(key: string): string;
-  readonly clock: string;
-  /**
-   * A message of the lease stream that is never purged: a stream that purges empty restarts its
-   * sequence at 0 when a NATS 2.9 server crashes, which would reuse fencing tokens.
-   */
-  readonly leaseAnchor: string;
-  /** Streams of the earlier store format (a commit log applied to materialised state). */
-  readonly legacyStreams: { log: string; state: string };
-}
-
 const PREFIX = /^[A-Za-z0-9_-]{1,32}$/;
 
 /** Checks the `prefix` option: 1 to 32 letters, digits, `_` or `-` (it names streams and subjects). */
@@ -121,35 +55,84 @@ function prefixFilter(base: string, prefix: string): string {
   return segments.length > 0 ? `${base}.${segments.map(segmentToken).join('.')}.>` : `${base}.>`;
 }
 
-export function layout(prefix: string): Layout {
+/**
+ * Where a backend keeps its data on the server: two streams named from the prefix, and the subjects
+ * inside them.
+ *
+ * - `<prefix>_store` holds the transactional store, one subject per thing, so that every write is a
+ *   JetStream primitive: a schedule's record (`s.<key>`), its timer (`t.<key>`, a JetStream message
+ *   schedule), what the timer fires (`f.<key>`, read by one durable consumer whose pending
+ *   acknowledgements are the deliveries' claims), aggregates' events (`e.<aggregate>.<sequence>`), dead
+ *   letters (`x.<key>`) and the store's format record (`meta`). See docs/design.md.
+ * - `<prefix>_lease` holds leases, calendar cursors and the server-clock probe.
+ *
+ * Schedule keys keep their `/`-separated structure as subject tokens (so a key prefix of whole segments is
+ * a subject filter); see {@link keyTokens}.
+ */
+export function layout(prefix: string) {
   const p = validPrefix(prefix);
   const s = `${p}.s`;
   const x = `${p}.x`;
   return {
     prefix: p,
+    /** The transactional store. */
     storeStream: `${p}_store`,
+    /** Leases, cursors and the server-clock probe. */
     leaseStream: `${p}_lease`,
-    storeSubjects: [`${p}.s.>`, `${p}.t.>`, `${p}.f.>`, `${p}.e.>`, `${p}.x.>`, `${p}.meta`, `${p}.d`],
+    /** The store stream's subjects, in the order its configuration lists them. */
+    storeSubjects: [
+      `${p}.s.>`,
+      `${p}.t.>`,
+      `${p}.f.>`,
+      `${p}.e.>`,
+      `${p}.x.>`,
+      `${p}.meta`,
+      `${p}.d`,
+    ] as readonly string[],
+    /** The store's format record: written once, never purged, so the stream is never empty. */
     meta: `${p}.meta`,
+    /**
+     * Commit markers: one per atomic batch, carrying its `Nats-Msg-Id`, kept for the duplicate window
+     * (`Nats-TTL`) so that a retried batch is known as stored even across a server restart.
+     */
     commits: `${p}.d`,
-    record: (key) => `${s}.${keyTokens(key)}`,
-    recordFilter: (prefix) => prefixFilter(s, prefix),
-    keyOfRecord: (subject) => tokensKey(subject.slice(s.length + 1)),
-    timer: (key) => `${p}.t.${keyTokens(key)}`,
-    fire: (key) => `${p}.f.${keyTokens(key)}`,
-    keyOfFire: (subject) => tokensKey(subject.slice(p.length + 3)),
+    /** A schedule's record. */
+    record: (key: string) => `${s}.${keyTokens(key)}`,
+    /** A filter matching the records whose keys may start with `prefix` (a superset: check the keys). */
+    recordFilter: (prefix: string) => prefixFilter(s, prefix),
+    /** The key of a record subject. */
+    keyOfRecord: (subject: string) => tokensKey(subject.slice(s.length + 1)),
+    /** A schedule's timer: a message schedule firing into `fire(key)` at the schedule's due time. */
+    timer: (key: string) => `${p}.t.${keyTokens(key)}`,
+    /** Where a schedule's timer fires. */
+    fire: (key: string) => `${p}.f.${keyTokens(key)}`,
+    /** The key of a fire subject. */
+    keyOfFire: (subject: string) => tokensKey(subject.slice(p.length + 3)),
+    /** Every fire subject: the filter of the fires consumer. */
     fires: `${p}.f.>`,
+    /** The durable consumer of the fires: its pending acknowledgements are the deliveries' claims. */
     firesConsumer: `${p}_fires`,
-    format1Subjects: [`${p}.q.>`, `${p}.h.>`, `${p}.c.>`],
-    event: (id, sequence) => `${p}.e.${segmentToken(id)}.${sequence}`,
-    events: (id) => `${p}.e.${segmentToken(id)}.*`,
-    deadLetter: (key) => `${x}.${keyTokens(key)}`,
-    deadLetterFilter: (prefix) => prefixFilter(x, prefix),
-    keyOfDeadLetter: (subject) => tokensKey(subject.slice(x.length + 1)),
-    lease: (key) => `${p}.lease.l.${token(key)}`,
-    cursor: (key) => `${p}.lease.c.${token(key)}`,
+    /** Subjects of the earlier layout (store format 1: a due index and claim markers of its own). */
+    format1Subjects: [`${p}.q.>`, `${p}.h.>`, `${p}.c.>`] as readonly string[],
+    /** An aggregate's event with `sequence` (1-based). */
+    event: (id: string, sequence: number) => `${p}.e.${segmentToken(id)}.${sequence}`,
+    /** All events of an aggregate. */
+    events: (id: string) => `${p}.e.${segmentToken(id)}.*`,
+    deadLetter: (key: string) => `${x}.${keyTokens(key)}`,
+    deadLetterFilter: (prefix: string) => prefixFilter(x, prefix),
+    keyOfDeadLetter: (subject: string) => tokensKey(subject.slice(x.length + 1)),
+    lease: (key: string) => `${p}.lease.l.${token(key)}`,
+    cursor: (key: string) => `${p}.lease.c.${token(key)}`,
     clock: `${p}.lease.clock`,
+    /**
+     * A message of the lease stream that is never purged: a stream that purges empty restarts its
+     * sequence at 0 when a NATS 2.9 server crashes, which would reuse fencing tokens.
+     */
     leaseAnchor: `${p}.lease.anchor`,
+    /** Streams of the earlier store format (a commit log applied to materialised state). */
     legacyStreams: { log: `${p}_log`, state: `${p}_state` },
   };
 }
+
+/** The subjects and streams of a prefix (see {@link layout}). */
+export type Layout = ReturnType<typeof layout>;

@@ -1,11 +1,6 @@
-import {
-  BackendError,
-  CorruptDataError,
-  type LeaseBackend,
-  type LeaseGrant,
-  type LeaseHolder,
-} from '@duetime/core';
-import type { NatsIo, StoredMessage } from './io.js';
+import { CorruptDataError, type LeaseBackend, type LeaseGrant, type LeaseHolder } from '@duetime/core';
+import { lostRaces } from './errors.js';
+import { type NatsIo, ROLLUP, type StoredMessage } from './io.js';
 import type { ServerClock } from './server-clock.js';
 
 /**
@@ -25,8 +20,6 @@ export interface LeaseLayout {
    */
   readonly rollup?: boolean;
 }
-
-const ROLLUP = { 'Nats-Rollup': 'sub' } as const;
 
 /** A lease as stored: who holds it, for how long after this write, and its fencing token. */
 interface LeaseValue {
@@ -101,13 +94,7 @@ export class NatsLeases implements LeaseBackend {
       const seq = await this.#write(key, { owner, ttl: ttlMs, token: 0 }, expected);
       if (seq !== undefined) return { token: seq };
     }
-    throw new BackendError(
-      `acquire lease ${JSON.stringify(key)}`,
-      `lost ${MAX_ATTEMPTS} compare-and-set races in a row`,
-      {
-        transient: true,
-      },
-    );
+    throw lostRaces(`acquire lease ${JSON.stringify(key)}`, MAX_ATTEMPTS);
   }
 
   async renew(key: string, owner: string, token: number, ttlMs: number): Promise<LeaseGrant | undefined> {
@@ -117,13 +104,7 @@ export class NatsLeases implements LeaseBackend {
       const written = await this.#write(key, { owner, ttl: ttlMs, token }, seen.message?.seq ?? 0);
       if (written !== undefined) return { token };
     }
-    throw new BackendError(
-      `renew lease ${JSON.stringify(key)}`,
-      `lost ${MAX_ATTEMPTS} compare-and-set races in a row`,
-      {
-        transient: true,
-      },
-    );
+    throw lostRaces(`renew lease ${JSON.stringify(key)}`, MAX_ATTEMPTS);
   }
 
   async release(key: string, owner: string, token: number): Promise<boolean> {

@@ -9,9 +9,10 @@ import {
 import type { NatsConnection } from '@nats-io/transport-node';
 import { serverVersion } from './connection.js';
 import { isStreamNotFound } from './errors.js';
-import { type BatchMessage, MAX_ATOMIC_BATCH, NatsIo, type StoredMessage } from './io.js';
-import { type Layout, layout as makeLayout } from './layout.js';
-import { newTimerId, timerMessage } from './store/plan.js';
+import { type BatchMessage, MAX_ATOMIC_BATCH, NatsIo, ROLLUP, type StoredMessage, uniqueId } from './io.js';
+import { layout as makeLayout } from './layout.js';
+import { ensureStore, requireStoreServer, type StreamOptions } from './setup.js';
+import { timerMessage } from './store/plan.js';
 import { encodeEvent, encodeRecord, type RecordValue } from './store/records.js';
 
 /**
@@ -77,17 +78,14 @@ interface OldRecord {
 export async function migrateLegacyNatsStore(
   nc: NatsConnection,
   options: MigrationOptions,
-  open: {
-    ensureStore(io: NatsIo, layout: Layout, versionBase: number): Promise<{ versionBase: number }>;
-    requireServer(version: ReturnType<typeof serverVersion>, url: string): void;
-  },
+  streams: Pick<StreamOptions, 'storage' | 'replicas'>,
 ): Promise<MigrationReport> {
   const layout = makeLayout(options.prefix);
-  open.requireServer(serverVersion(nc), nc.getServer());
+  requireStoreServer(serverVersion(nc), nc.getServer());
   const io = await NatsIo.open(nc, options.requestTimeoutMs ?? 10_000);
   const p = layout.prefix;
   const { log, state } = layout.legacyStreams;
-  if (!(await exists(io, state)))
+  if (!(await io.findStream(state)))
     throw new NotFoundError(
       `nats stream ${state}`,
       `there is no store of the earlier format under prefix ${JSON.stringify(p)} (no stream ${state})`,
@@ -101,7 +99,7 @@ export async function migrateLegacyNatsStore(
   const meta = head.json<{ version?: unknown; applied?: unknown }>();
   if (typeof meta.version !== 'number' || typeof meta.applied !== 'number')
     throw new CorruptDataError(`the old store's meta record on ${p}.st.head is not readable`);
-  if (await exists(io, log)) {
+  if (await io.findStream(log)) {
     const waiting = await io.range(log, `${p}.log.c`, meta.applied + 1, 1);
     if (waiting.messages.length > 0)
       throw new NotSupportedError(
@@ -137,7 +135,7 @@ export async function migrateLegacyNatsStore(
   };
   if (options.dryRun) return report;
 
-  const store = await open.ensureStore(io, layout, meta.version);
+  const store = await ensureStore(io, layout, streams, meta.version);
   if (store.versionBase !== meta.version)
     throw new NotSupportedError(
       `stream ${layout.storeStream} already holds a store that was not made by this migration (its versions start at ${store.versionBase}, the old store's at ${meta.version}); delete it first if it holds nothing you need`,
@@ -148,10 +146,10 @@ export async function migrateLegacyNatsStore(
   for (let i = 0; i < schedules.length; i += PER_BATCH) {
     const messages: BatchMessage[] = [];
     for (const r of schedules.slice(i, i + PER_BATCH)) {
-      const t = newTimerId();
+      const t = uniqueId();
       const value: RecordValue = { at: r.at, due: r.dueAt, m: r.message, n: r.attempts, v: r.version, t };
       messages.push(
-        { subject: layout.record(r.key), data: encodeRecord(value), headers: { 'Nats-Rollup': 'sub' } },
+        { subject: layout.record(r.key), data: encodeRecord(value), headers: ROLLUP },
         timerMessage(layout, r.key, r.dueAt, t, 0),
       );
     }
@@ -167,7 +165,7 @@ export async function migrateLegacyNatsStore(
         subject: layout.event(e.aggregateId, e.sequence),
         data: encodeEvent(e),
         // A rerun writes the same event again in place.
-        headers: { 'Nats-Rollup': 'sub' },
+        headers: ROLLUP,
       })),
     );
   }
@@ -182,16 +180,6 @@ export async function migrateLegacyNatsStore(
       }
     }
   return report;
-}
-
-async function exists(io: NatsIo, stream: string): Promise<boolean> {
-  try {
-    await io.jsm.streams.info(stream);
-    return true;
-  } catch (error) {
-    if (isStreamNotFound(error)) return false;
-    throw io.error(error, `read stream ${stream}`);
-  }
 }
 
 async function publish(io: NatsIo, messages: BatchMessage[]): Promise<void> {

@@ -236,10 +236,7 @@ export async function migrateNatsStore(
         ...(dryRun !== undefined ? { dryRun } : {}),
         ...(keepOld !== undefined ? { keepOld } : {}),
       },
-      {
-        ensureStore: (io, l, versionBase) => ensureStore(io, l, settings, versionBase),
-        requireServer: requireStoreServer,
-      },
+      settings,
     );
   } finally {
     if (owned) await nc.close().catch(() => {});

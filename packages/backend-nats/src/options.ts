@@ -13,14 +13,6 @@ import { MAX_ATOMIC_BATCH } from './io.js';
 import { validPrefix } from './layout.js';
 import { DEFAULT_CLAIM_TTL_MS } from './setup.js';
 
-/** How deliveries claim schedules: every delivery's claim is a pending acknowledgement of the fires consumer. */
-export interface ClaimSettings {
-  /** As given (`auto`, `always` or `off`): kept for compatibility, no longer changes anything. */
-  mode: 'auto' | 'always' | 'off';
-  /** The fires consumer's `ack_wait`: how long an unrenewed claim lives. */
-  ttlMs: number;
-}
-
 /** The NATS backend's options, and how they are read. */
 
 export interface NatsBackendOptions {
@@ -87,22 +79,10 @@ export interface NatsBackendOptions {
 }
 
 /** The options as read and checked. */
-export interface Settings {
-  prefix: string;
-  claims: ClaimSettings;
-  migrate: boolean;
-  requestTimeoutMs: number;
-  commitTimeoutMs: number;
-  replicas: number;
-  storage: 'file' | 'memory';
-  atomicBatchLimit: number;
-  fireAheadMs: number;
-  /** Deprecated options that were given (warned about when the backend opens). */
-  deprecated: string[];
-}
+export type Settings = ReturnType<typeof readSettings>;
 
 /** Reads the backend's own options (core reads `clock`, `logger` and `connectTimeoutMs`). */
-export function readSettings(read: OptionReader): Settings {
+export function readSettings(read: OptionReader) {
   const timeout = (name: string, fallback: number) => read.integer(name, fallback, { max: MAX_TIMER_MS });
   const deprecated: string[] = [];
   for (const name of ['stallMs', 'nodeCacheBytes']) {
@@ -125,6 +105,7 @@ export function readSettings(read: OptionReader): Settings {
       max: 1_000_000,
     }),
     fireAheadMs: read.integer('fireAheadMs', 500, { min: 0, max: 60_000 }),
+    /** Deprecated options that were given (warned about when the backend opens). */
     deprecated,
   };
 }
@@ -136,7 +117,6 @@ export function readSettings(read: OptionReader): Settings {
 export function readPlainOptions(
   given: unknown,
   factory: string,
-  extra: readonly string[] = [],
 ): { settings: Settings; connectTimeoutMs: number; logger: Logger; clock: Clock } {
   const { options, logger, clock } = readFactoryOptions(given as { clock?: Clock; logger?: Logger }, {
     factory,
@@ -144,11 +124,15 @@ export function readPlainOptions(
   const reader = optionReader(options as Record<string, unknown>);
   const connectTimeoutMs = reader.integer('connectTimeoutMs', 5000, { max: MAX_TIMER_MS });
   const settings = readSettings(reader);
-  reader.refuseUnread(['clock', 'logger', ...extra], 'function');
+  reader.refuseUnread(['clock', 'logger'], 'function');
   return { settings, connectTimeoutMs, logger, clock };
 }
 
-function claimSettings(value: unknown): ClaimSettings {
+/**
+ * How deliveries claim schedules: every delivery's claim is a pending acknowledgement of the fires consumer,
+ * living `ttlMs` unrenewed (its `ack_wait`). The modes of earlier versions are checked and change nothing.
+ */
+function claimSettings(value: unknown): { ttlMs: number } {
   const ttl = (ms: unknown) => {
     if (ms === undefined) return DEFAULT_CLAIM_TTL_MS;
     const value = duration('options.claims.ttlMs', positiveInteger('options.claims.ttlMs', ms), {
@@ -162,9 +146,8 @@ function claimSettings(value: unknown): ClaimSettings {
       );
     return value;
   };
-  if (value === undefined || value === 'auto') return { mode: 'auto', ttlMs: DEFAULT_CLAIM_TTL_MS };
-  if (value === 'always') return { mode: 'always', ttlMs: DEFAULT_CLAIM_TTL_MS };
-  if (value === false) return { mode: 'off', ttlMs: DEFAULT_CLAIM_TTL_MS };
+  if (value === undefined || value === 'auto' || value === 'always' || value === false)
+    return { ttlMs: DEFAULT_CLAIM_TTL_MS };
   if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
     const { mode, ttlMs, ...rest } = value as { mode?: unknown; ttlMs?: unknown };
     const unknown = Object.keys(rest);
@@ -176,7 +159,7 @@ function claimSettings(value: unknown): ClaimSettings {
       );
     if (mode !== undefined && mode !== 'auto' && mode !== 'always')
       throw new InvalidArgumentError('options.claims.mode', mode, "must be 'auto' or 'always'");
-    return { mode: mode ?? 'auto', ttlMs: ttl(ttlMs) };
+    return { ttlMs: ttl(ttlMs) };
   }
   throw new InvalidArgumentError(
     'options.claims',

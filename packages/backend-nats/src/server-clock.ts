@@ -1,4 +1,4 @@
-import type { NatsIo } from './io.js';
+import { type NatsIo, ROLLUP } from './io.js';
 import type { LeaseLayout } from './leases.js';
 
 /**
@@ -38,11 +38,7 @@ export class ServerClock {
   }
 
   async #measure(): Promise<{ server: number; local: number }> {
-    await this.#io.publish(
-      this.#layout.clock,
-      '',
-      this.#layout.rollup ? { headers: { 'Nats-Rollup': 'sub' } } : {},
-    );
+    await this.#io.publish(this.#layout.clock, '', this.#layout.rollup ? { headers: ROLLUP } : {});
     // The last probe on the subject is ours or a later one: either was stored before this read returns.
     const m = await this.#io.last(this.#layout.leaseStream, this.#layout.clock);
     const local = performance.now();

@@ -1,13 +1,12 @@
 import { CorruptDataError, type Logger, NotFoundError, NotSupportedError } from '@duetime/core';
 import { AckPolicy, DeliverPolicy } from '@nats-io/jetstream';
 import { type ServerVersion, versionAtLeast } from './connection.js';
-import { isStreamNotFound } from './errors.js';
-import { type BatchMessage, MAX_ATOMIC_BATCH, type NatsIo } from './io.js';
-import { isNotFound } from './jetstream-scheduler/errors.js';
+import { isNotFound } from './errors.js';
+import { type BatchMessage, MAX_ATOMIC_BATCH, type NatsIo, ROLLUP } from './io.js';
 import type { Layout } from './layout.js';
 import { timerMessage } from './store/plan.js';
 import { isTombstone, type MetaValue, type RecordValue, timerIdOf } from './store/records.js';
-import { ensureAnchor, whileStarting } from './streams.js';
+import { addOrRead, whileStarting } from './streams.js';
 
 /** Creating and checking the backend's streams when it opens. */
 
@@ -36,7 +35,8 @@ export async function ensureLeaseStream(io: NatsIo, layout: Layout, s: StreamOpt
     replicas: s.replicas,
     duplicateWindowMs: DUPLICATE_WINDOW_MS,
   });
-  await ensureAnchor(io, layout.leaseAnchor);
+  // An anchor that is never purged (see Layout.leaseAnchor).
+  await whileStarting(() => io.publish(layout.leaseAnchor, '', { expectSubjectSeq: 0 }));
 }
 
 /** Refuses a server without what the store needs, naming its version and the missing feature. */
@@ -100,24 +100,20 @@ export async function ensureFiresConsumer(io: NatsIo, layout: Layout, claimTtlMs
       await io.jsm.consumers.update(layout.storeStream, layout.firesConsumer, { ack_wait: ackWait });
       return;
     }
-    try {
-      await io.jsm.consumers.add(layout.storeStream, {
-        durable_name: layout.firesConsumer,
-        ack_policy: AckPolicy.Explicit,
-        deliver_policy: DeliverPolicy.All,
-        filter_subject: layout.fires,
-        ack_wait: ackWait,
-        max_deliver: -1,
-        max_ack_pending: -1,
-      });
-    } catch (error) {
-      // Another process may have created it first.
-      try {
-        await io.jsm.consumers.info(layout.storeStream, layout.firesConsumer);
-      } catch {
-        throw io.error(error, `create consumer ${layout.firesConsumer}`);
-      }
-    }
+    await addOrRead(
+      () =>
+        io.jsm.consumers.add(layout.storeStream, {
+          durable_name: layout.firesConsumer,
+          ack_policy: AckPolicy.Explicit,
+          deliver_policy: DeliverPolicy.All,
+          filter_subject: layout.fires,
+          ack_wait: ackWait,
+          max_deliver: -1,
+          max_ack_pending: -1,
+        }),
+      () => io.jsm.consumers.info(layout.storeStream, layout.firesConsumer),
+      (error) => io.error(error, `create consumer ${layout.firesConsumer}`),
+    );
   });
 }
 
@@ -129,16 +125,10 @@ export async function ensureFiresConsumer(io: NatsIo, layout: Layout, claimTtlMs
  * records without timers.
  */
 async function upgradeFormat1(io: NatsIo, layout: Layout, claimTtlMs: number): Promise<void> {
-  let info: Awaited<ReturnType<typeof io.jsm.streams.info>>;
-  try {
-    info = await io.jsm.streams.info(layout.storeStream);
-  } catch (error) {
-    if (isStreamNotFound(error)) return;
-    throw io.error(error, `read stream ${layout.storeStream}`);
-  }
-  const config = info.config;
-  // Not a store of format 1 (or one moved already): nothing to do here; ensureStream checks the rest.
-  if (!layout.format1Subjects.every((subject) => config.subjects?.includes(subject))) return;
+  const config = (await io.findStream(layout.storeStream))?.config;
+  // No stream, or not a store of format 1 (or one moved already): nothing to do here; ensureStream checks
+  // the rest.
+  if (!config || !layout.format1Subjects.every((subject) => config.subjects?.includes(subject))) return;
   const meta = await readMeta(io, layout);
   const subjects = [...new Set([...(config.subjects ?? []), ...layout.storeSubjects])];
   await io.jsm.streams.update(layout.storeStream, { ...config, subjects, allow_msg_schedules: true });
@@ -161,7 +151,7 @@ async function upgradeFormat1(io: NatsIo, layout: Layout, claimTtlMs: number): P
     // Another process moving it at once wrote it first: the same record.
     await io.publish(layout.meta, JSON.stringify(value), {
       ...(old ? { expectSubjectSeq: old.seq } : {}),
-      headers: { 'Nats-Rollup': 'sub' },
+      headers: ROLLUP,
     });
   }
   for (const filter of layout.format1Subjects) await io.purge(layout.storeStream, { filter });
@@ -175,13 +165,8 @@ async function upgradeFormat1(io: NatsIo, layout: Layout, claimTtlMs: number): P
  * started afterwards refuses the stream (its subjects differ).
  */
 export async function addCommitMarkers(io: NatsIo, layout: Layout, add = true): Promise<void> {
-  let config: Awaited<ReturnType<typeof io.jsm.streams.info>>['config'];
-  try {
-    config = (await io.jsm.streams.info(layout.storeStream)).config;
-  } catch (error) {
-    if (isStreamNotFound(error)) return;
-    throw io.error(error, `read stream ${layout.storeStream}`);
-  }
+  const config = (await io.findStream(layout.storeStream))?.config;
+  if (!config) return;
   const subjects = config.subjects ?? [];
   if (subjects.includes(layout.commits)) return;
   if (!subjects.every((subject) => layout.storeSubjects.includes(subject))) return;
@@ -194,15 +179,11 @@ export async function addCommitMarkers(io: NatsIo, layout: Layout, add = true): 
 
 /** Refuses to go on when `stream` is missing (opening with `migrate: false`). */
 export async function requireStream(io: NatsIo, stream: string, layout: Layout): Promise<void> {
-  try {
-    await io.streamInfo(stream);
-  } catch (error) {
-    if (!isStreamNotFound(error)) throw io.error(error, `read stream ${stream}`);
+  if (!(await io.findStream(stream)))
     throw new NotFoundError(
       `nats stream ${stream}`,
       `there is no duetime store under prefix ${JSON.stringify(layout.prefix)} on this server (no stream ${stream}); nothing was created`,
     );
-  }
 }
 
 /**
@@ -247,24 +228,12 @@ export class LegacyStoreError extends NotSupportedError {
 
 export async function refuseLegacyStore(io: NatsIo, layout: Layout, logger: Logger): Promise<void> {
   const found: string[] = [];
-  for (const name of [layout.legacyStreams.log, layout.legacyStreams.state]) {
-    try {
-      await io.jsm.streams.info(name);
-      found.push(name);
-    } catch (error) {
-      if (!isStreamNotFound(error)) throw io.error(error, `read stream ${name}`);
-    }
-  }
+  for (const name of [layout.legacyStreams.log, layout.legacyStreams.state])
+    if (await io.findStream(name)) found.push(name);
   if (found.length === 0) return;
   // Migrated with the old streams kept: the new store is there, the old streams are only left over.
-  try {
-    await io.jsm.streams.info(layout.storeStream);
-    logger.warn(
-      `nats backend: the streams ${found.join(', ')} of the earlier format are still there; delete them once nothing runs the old version`,
-    );
-    return;
-  } catch (error) {
-    if (!isStreamNotFound(error)) throw io.error(error, `read stream ${layout.storeStream}`);
-  }
-  throw new LegacyStoreError(layout.prefix, found);
+  if (!(await io.findStream(layout.storeStream))) throw new LegacyStoreError(layout.prefix, found);
+  logger.warn(
+    `nats backend: the streams ${found.join(', ')} of the earlier format are still there; delete them once nothing runs the old version`,
+  );
 }

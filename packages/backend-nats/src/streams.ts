@@ -1,5 +1,4 @@
 import { InvalidArgumentError, isTransient } from '@duetime/core';
-import type { NatsIo } from './io.js';
 
 /**
  * A stream of the backend's name exists with settings the backend cannot work with (another application
@@ -17,9 +16,24 @@ export class StreamMismatchError extends InvalidArgumentError {
   }
 }
 
-/** Publishes the one message of `subject` unless it exists (an anchor that is never purged). */
-export async function ensureAnchor(io: NatsIo, subject: string): Promise<void> {
-  await whileStarting(() => io.publish(subject, '', { expectSubjectSeq: 0 }));
+/**
+ * Creates something with `add`; when that fails, reads it with `read` (another process may have created it
+ * first), and when that fails too, throws `wrap` of the creation's error.
+ */
+export async function addOrRead<T>(
+  add: () => Promise<T>,
+  read: () => Promise<T>,
+  wrap: (error: unknown) => Error,
+): Promise<T> {
+  try {
+    return await add();
+  } catch (error) {
+    try {
+      return await read();
+    } catch {
+      throw wrap(error);
+    }
+  }
 }
 
 /**

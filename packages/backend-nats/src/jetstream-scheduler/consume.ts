@@ -14,10 +14,10 @@ import {
   type JetStreamManager,
   type JsMsg,
 } from '@nats-io/jetstream';
+import { isNotFound, toBackendError } from '../errors.js';
 import { parseCron6 } from './cron.js';
-import { isNotFound, toBackendError } from './errors.js';
 import { H } from './headers.js';
-import { decodeToken, type SubjectLayout, validDurable } from './subjects.js';
+import { decodeToken, type SubjectLayout } from './subjects.js';
 import { isTerminal } from './terminal.js';
 
 /** Why a fired message was dead-lettered. */
@@ -103,7 +103,6 @@ export async function consumeFired(
   handler: FiredHandler,
   options: ConsumeFiredOptions = {},
 ): Promise<FiredConsumer> {
-  validDurable(durable);
   positiveInteger('maxDeliver', maxDeliver);
   if (typeof onDeadLetter !== 'function')
     throw new InvalidArgumentError('onDeadLetter', onDeadLetter, 'must be a function');

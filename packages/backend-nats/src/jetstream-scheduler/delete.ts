@@ -1,5 +1,5 @@
 import type { JetStreamManager, MsgRequest, StoredMsg } from '@nats-io/jetstream';
-import { apiCode, isNotFound, JS_MESSAGE_DELETE_FAILED } from './errors.js';
+import { apiCode, isNotFound, JS_MESSAGE_DELETE_FAILED } from '../errors.js';
 
 /**
  * Why definitions the emulated pump follows are removed one message at a time, never by a subject purge

@@ -8,7 +8,7 @@ import {
   systemClock,
 } from '@duetime/core';
 import type { RequestedMode, StreamSetup } from './stream.js';
-import { defaultStreamName, validPrefix, validStreamName } from './subjects.js';
+import { defaultStreamName, validName, validPrefix } from './subjects.js';
 
 /** Options of {@link JetStreamScheduler}. */
 export interface JetStreamSchedulerOptions {
@@ -80,25 +80,10 @@ export interface SchedulerInfo extends StreamSetup {
 }
 
 /** The options with defaults applied, each checked. */
-export interface ResolvedOptions {
-  prefix: string;
-  stream: string;
-  mode: RequestedMode;
-  duplicateWindow: number;
-  replicas: number;
-  storage: 'file' | 'memory';
-  pump: boolean;
-  leaseTtl: number;
-  /** Undefined: derived from the stream's dedup window once it is known. */
-  missedTickGrace: number | undefined;
-  pumpConcurrency: number;
-  fireAheadMs: number;
-  clock: Clock;
-  logger: Logger;
-}
+export type ResolvedOptions = ReturnType<typeof resolveOptions>;
 
 /** Checks every option and applies defaults; throws {@link InvalidArgumentError} naming `options.<name>`. */
-export function resolveOptions(options: JetStreamSchedulerOptions): ResolvedOptions {
+export function resolveOptions(options: JetStreamSchedulerOptions) {
   const prefix = validPrefix(options.prefix ?? 'duetime');
   const mode = options.mode ?? 'auto';
   if (mode !== 'auto' && mode !== 'native' && mode !== 'emulated')
@@ -115,13 +100,14 @@ export function resolveOptions(options: JetStreamSchedulerOptions): ResolvedOpti
     throw new InvalidArgumentError('options.pump', options.pump, 'must be true or false');
   return {
     prefix,
-    stream: validStreamName(options.stream ?? defaultStreamName(prefix)),
+    stream: validName('options.stream', options.stream ?? defaultStreamName(prefix)),
     mode,
     duplicateWindow,
     replicas: positiveInteger('options.replicas', options.replicas ?? 1),
     storage,
     pump: options.pump ?? true,
     leaseTtl,
+    /** Undefined: derived from the stream's dedup window once it is known. */
     missedTickGrace:
       options.missedTickGrace === undefined
         ? undefined

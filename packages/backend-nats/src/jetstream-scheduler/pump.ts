@@ -8,9 +8,9 @@ import {
   jetstreamManager,
 } from '@nats-io/jetstream';
 import { headers, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
+import { isWrongLastSequence } from '../errors.js';
 import { parseCron6 } from './cron.js';
 import { deleteOnSubject, deleteSequence } from './delete.js';
-import { isWrongLastSequence } from './errors.js';
 import { H } from './headers.js';
 import { openPumpLease, type PumpLease } from './lease.js';
 import type { SubjectLayout } from './subjects.js';

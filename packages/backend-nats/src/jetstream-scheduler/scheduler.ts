@@ -19,6 +19,7 @@ import {
   requireJetStream,
   serverVersion,
 } from '../connection.js';
+import { apiCode, isNotFound, JS_SCHEDULE_PATTERN_INVALID, toBackendError } from '../errors.js';
 import {
   type ConsumeFiredOptions,
   consumeFired,
@@ -28,7 +29,6 @@ import {
 } from './consume.js';
 import { parseCron6 } from './cron.js';
 import { deleteOnSubject } from './delete.js';
-import { apiCode, isNotFound, JS_SCHEDULE_PATTERN_INVALID, toBackendError } from './errors.js';
 import { atSchedule, H } from './headers.js';
 import {
   type JetStreamSchedulerOptions,
@@ -40,7 +40,7 @@ import {
 } from './options.js';
 import { EmulatedPump } from './pump.js';
 import { ensureSchedulerStream, type StreamSetup } from './stream.js';
-import { SubjectLayout, tokenFor, validDurable } from './subjects.js';
+import { SubjectLayout, tokenFor, validName } from './subjects.js';
 
 /**
  * Timers and cron schedules that live in one JetStream stream and fire messages to per-key subjects.
@@ -322,7 +322,7 @@ export class JetStreamScheduler {
     handler: FiredHandler,
     options: ConsumeFiredOptions = {},
   ): Promise<FiredConsumer> {
-    validDurable(durable);
+    validName('durable', durable);
     await this.#ready();
     const consumer = await consumeFired(
       {
@@ -350,7 +350,7 @@ export class JetStreamScheduler {
    * touched. Returns how many messages were purged. Other consumers of the fire subjects are not consulted.
    */
   async reclaimFired(durable: string): Promise<number> {
-    validDurable(durable);
+    validName('durable', durable);
     await this.#ready();
     const jsm = this.#jsm as JetStreamManager;
     let floor: number;
@@ -362,15 +362,7 @@ export class JetStreamScheduler {
       throw toBackendError(`read consumer ${durable}`, error);
     }
     if (floor <= 0) return 0;
-    try {
-      const result = await jsm.streams.purge(this.#o.stream, {
-        filter: this.#layout.fireAll,
-        seq: floor + 1,
-      });
-      return result.purged;
-    } catch (error) {
-      throw toBackendError(`purge fired messages of stream ${this.#o.stream}`, error);
-    }
+    return this.#purge(this.#layout.fireAll, floor + 1, `purge fired messages of stream ${this.#o.stream}`);
   }
 
   /**
@@ -443,12 +435,13 @@ export class JetStreamScheduler {
     }
   }
 
-  async #purge(filter: string): Promise<number> {
-    await this.#ready();
+  /** Purges `filter` (below `seq` when given); failures are reported as `operation`. */
+  async #purge(filter: string, seq?: number, operation = `purge ${filter}`): Promise<number> {
     try {
-      return (await (this.#jsm as JetStreamManager).streams.purge(this.#o.stream, { filter })).purged;
+      const opts = seq === undefined ? { filter } : { filter, seq };
+      return (await (this.#jsm as JetStreamManager).streams.purge(this.#o.stream, opts)).purged;
     } catch (error) {
-      throw toBackendError(`purge ${filter}`, error);
+      throw toBackendError(operation, error);
     }
   }
 }

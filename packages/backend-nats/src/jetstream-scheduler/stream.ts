@@ -1,7 +1,8 @@
 import { InvalidArgumentError, NotSupportedError } from '@duetime/core';
 import type { JetStreamManager, StreamConfig, StreamInfo } from '@nats-io/jetstream';
 import { type ServerVersion, versionAtLeast } from '../connection.js';
-import { isNotFound, toBackendError } from './errors.js';
+import { isNotFound, toBackendError } from '../errors.js';
+import { addOrRead } from '../streams.js';
 import type { SubjectLayout } from './subjects.js';
 
 /** How schedules run: by the server (ADR-51) or by the library's lease-elected pump. */
@@ -83,16 +84,11 @@ export async function ensureSchedulerStream(
       storage: settings.storage as StreamConfig['storage'],
     };
     if (wantNative) config.allow_msg_schedules = true;
-    try {
-      info = await jsm.streams.add(config);
-    } catch (error) {
-      // Another process created it first: read what it made.
-      try {
-        info = await jsm.streams.info(settings.name);
-      } catch {
-        throw toBackendError(`create stream ${settings.name}`, error);
-      }
-    }
+    info = await addOrRead(
+      () => jsm.streams.add(config),
+      () => jsm.streams.info(settings.name),
+      (error) => toBackendError(`create stream ${settings.name}`, error),
+    );
     if (requested === 'native' && info.config.allow_msg_schedules !== true)
       throw new NotSupportedError(
         `mode "native": the server (${serverVersion.text}) did not keep allow_msg_schedules on stream ${settings.name}`,

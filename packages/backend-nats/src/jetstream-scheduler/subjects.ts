@@ -82,17 +82,10 @@ export function validPrefix(value: unknown): string {
   return value;
 }
 
-/** Validates an explicit stream name. */
-export function validStreamName(value: unknown): string {
+/** Validates a stream or durable consumer name given as `field`. */
+export function validName(field: string, value: unknown): string {
   if (typeof value !== 'string' || !STREAM.test(value) || value.length > 200)
-    throw new InvalidArgumentError('options.stream', value, 'must be 1-200 letters, digits, "-" or "_"');
-  return value;
-}
-
-/** Validates a durable consumer name (the same rules as a stream name). */
-export function validDurable(value: unknown): string {
-  if (typeof value !== 'string' || !STREAM.test(value) || value.length > 200)
-    throw new InvalidArgumentError('durable', value, 'must be 1-200 letters, digits, "-" or "_"');
+    throw new InvalidArgumentError(field, value, 'must be 1-200 letters, digits, "-" or "_"');
   return value;
 }
 

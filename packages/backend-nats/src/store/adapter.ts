@@ -16,7 +16,7 @@ import type {
   Unit,
   WatchEvent,
 } from '@duetime/core';
-import { MAX_ATOMIC_BATCH, type NatsIo, type PulledMessage, type StoredMessage } from '../io.js';
+import { MAX_ATOMIC_BATCH, type NatsIo, onStatus, type PulledMessage, type StoredMessage } from '../io.js';
 import { H } from '../jetstream-scheduler/headers.js';
 import type { Layout } from '../layout.js';
 import { Committer } from './commit.js';
@@ -313,7 +313,7 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
     if (stale.length > 0) {
       try {
         const again = await Promise.all(
-          stale.map((f) => io.lastFromLeader(layout.storeStream, layout.record(f.key))),
+          stale.map((f) => io.last(layout.storeStream, layout.record(f.key), true)),
         );
         stale.forEach((f, i) => {
           const m = again[i];
@@ -606,29 +606,9 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
   }
 }
 
-/** Calls `handle` with the type of every status change of the connection of `io`; returns how to stop. */
-function onStatus(io: NatsIo, handle: (type: string) => void): () => void {
-  const statuses = io.nc.status() as AsyncIterable<{ type: string }> & { stop?: () => void };
-  let stopped = false;
-  void (async () => {
-    try {
-      for await (const status of statuses) {
-        if (stopped) break;
-        handle(status.type);
-      }
-    } catch {
-      // The iterator ends with the connection.
-    }
-  })();
-  return () => {
-    stopped = true;
-    statuses.stop?.();
-  };
-}
-
 /** Reports `lost` on a disconnection and `live` once reconnected (the subscription is resent then). */
 function watchStatus(io: NatsIo, listener: (event: WatchEvent) => void): () => void {
-  return onStatus(io, (type) => {
+  return onStatus(io.nc, ({ type }) => {
     if (type === 'disconnect') listener({ type: 'lost' });
     else if (type === 'reconnect') listener({ type: 'live' });
   });

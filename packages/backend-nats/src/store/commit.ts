@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BackendError, ConflictError } from '@duetime/core';
-import { type BatchMessage, type NatsIo, type StoredMessage, uniqueId } from '../io.js';
+import { type BatchMessage, type NatsIo, uniqueId } from '../io.js';
 import type { Layout } from '../layout.js';
 import { TransactionTooLargeError } from './limits.js';
 import { type Expectation, type Group, type GroupPlan, planGroups } from './plan.js';
@@ -294,5 +294,3 @@ const MARKER_TTL = '130s';
 
 /** The most messages of the transaction's own one batch holds: the commit marker takes one. */
 const room = (c: CommitContext): number => c.maxBatch - 1;
-
-export type { StoredMessage };

@@ -7,7 +7,7 @@ import {
   type StoredState,
   stateOf,
 } from '@duetime/core';
-import { type BatchMessage, uniqueId } from '../io.js';
+import { type BatchMessage, ROLLUP, uniqueId } from '../io.js';
 import { atSchedule, H } from '../jetstream-scheduler/headers.js';
 import type { Layout } from '../layout.js';
 import type { CommitContext } from './commit.js';
@@ -80,8 +80,7 @@ export interface Group {
   claims: ReadonlyMap<string, Claim>;
 }
 
-export const ROLLUP = { 'Nats-Rollup': 'sub' } as const;
-const TOMBSTONE = { 'Nats-Rollup': 'sub', 'Nats-TTL': TOMBSTONE_TTL, [DELETED]: '1' } as const;
+const TOMBSTONE = { ...ROLLUP, 'Nats-TTL': TOMBSTONE_TTL, [DELETED]: '1' } as const;
 
 /**
  * The timer of a record due at `due` whose id is `id`: a JetStream message schedule on `t.<key>` that fires
@@ -109,11 +108,6 @@ export function timerMessage(
   };
 }
 
-/** A fresh timer id. */
-export function newTimerId(): string {
-  return uniqueId();
-}
-
 /**
  * Plans every group: reads what the operations need (prefix deletions, unclaimed consumptions). `refuse`
  * may turn a group's plan down (why, or undefined to keep it); a refused group is left out like a
@@ -135,7 +129,7 @@ export async function planGroups(
     // Keys this group wrote so far (a put, a deletion): a version check after them cannot hold.
     const touched = new Set<string>();
     const record = (key: string, value: RecordValue, expected?: Expectation) => {
-      const t = newTimerId();
+      const t = uniqueId();
       plan.messages.push(
         {
           subject: layout.record(key),

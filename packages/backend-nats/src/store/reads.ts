@@ -45,13 +45,7 @@ export async function countSchedules(
   c: ReadContext,
   query: Omit<ListQuery, 'after' | 'select' | 'preview'>,
 ): Promise<number> {
-  if (query.limit <= 0) return 0;
-  const match = matcher(c, query);
-  let count = 0;
-  for await (const m of c.io.sweep(c.layout.storeStream, c.layout.recordFilter(query.prefix ?? ''))) {
-    if (match(m) && ++count >= query.limit) break;
-  }
-  return count;
+  return countUpTo(c, c.layout.recordFilter(query.prefix ?? ''), query.limit, matcher(c, query));
 }
 
 /**
@@ -155,12 +149,24 @@ export async function countDeadLetters(
   query: { prefix?: string; limit: number },
 ): Promise<number> {
   const prefix = query.prefix ?? '';
+  return countUpTo(
+    c,
+    c.layout.deadLetterFilter(prefix),
+    query.limit,
+    (m) => !isTombstone(m) && c.layout.keyOfDeadLetter(m.subject).startsWith(prefix),
+  );
+}
+
+/** How many messages matching `filter` `counts`, up to `limit`: one pass, stopping there. */
+async function countUpTo(
+  c: ReadContext,
+  filter: string,
+  limit: number,
+  counts: (m: StoredMessage) => unknown,
+): Promise<number> {
   let count = 0;
-  if (query.limit <= 0) return 0;
-  for await (const m of c.io.sweep(c.layout.storeStream, c.layout.deadLetterFilter(prefix))) {
-    if (!isTombstone(m) && c.layout.keyOfDeadLetter(m.subject).startsWith(prefix) && ++count >= query.limit)
-      break;
-  }
+  if (limit <= 0) return 0;
+  for await (const m of c.io.sweep(c.layout.storeStream, filter)) if (counts(m) && ++count >= limit) break;
   return count;
 }
 
