@@ -2,6 +2,8 @@ import { freshNamespace } from '@duetime/conformance';
 import { type Backend, InvalidArgumentError, type Message } from '@duetime/core';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { quoteIdent } from '../src/sql/ident.js';
+import { scheduleSql } from '../src/sql/schedules.js';
 import { adminClient, dropSchemas, open, schemaFor } from './adapter.js';
 
 const HOUR = 3_600_000;
@@ -63,6 +65,21 @@ describe('the due index', () => {
     expect(next).not.toMatch(/Seq Scan|Sort/);
     const prefix = await plan(`DELETE FROM ${s} WHERE starts_with(key, 'idx/19')`);
     expect(prefix).toContain('schedules_pkey');
+    // A delivery's claim updates the rows it picked through the primary key: never a pass over the table
+    // (a hash join with the picked rows read all 20,000 rows for every claim).
+    const claim = (
+      await admin.query(`EXPLAIN ${scheduleSql(quoteIdent(schemaFor(backend.namespace))).claim}`, [
+        new Date(base + 2 * HOUR).toISOString(),
+        256,
+        30_000,
+        'planner',
+      ])
+    ).rows
+      .map((r) => r['QUERY PLAN'] as string)
+      .join('\n');
+    expect(claim).toContain('schedules_due_idx');
+    expect(claim).toContain('schedules_pkey');
+    expect(claim).not.toMatch(/Seq Scan/);
 
     expect((await backend.store.nextDueAt())?.getTime()).toBe(base);
     const page = await backend.store.listSchedules(new Date(base + 10_500));
