@@ -62,6 +62,8 @@ export interface PulledMessage {
   seq: number;
   /** How many times the consumer delivered it (1 the first time). */
   deliveryCount: number;
+  /** How many messages the consumer held undelivered when it delivered this one. */
+  pending: number;
   headers: MsgHdrs | undefined;
   data: Uint8Array;
   /** The acknowledgement subject. */
@@ -209,6 +211,7 @@ export class NatsIo {
           subject: m.subject,
           seq: ackSubjectNumber(m.reply, 'seq'),
           deliveryCount: ackSubjectNumber(m.reply, 'delivered'),
+          pending: ackSubjectNumber(m.reply, 'pending'),
           headers: m.headers,
           data: m.data,
           reply: m.reply,
@@ -619,11 +622,14 @@ function batchHeaders(m: BatchMessage, id: string, sequence: number, commit: boo
  * A number of a JetStream acknowledgement subject: `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.…`
  * (9 tokens), or with a domain and an account hash before the stream (12 or more tokens).
  */
-function ackSubjectNumber(reply: string, which: 'delivered' | 'seq'): number {
+function ackSubjectNumber(reply: string, which: 'delivered' | 'seq' | 'pending'): number {
+  // $JS.ACK[.<domain>.<account>].<stream>.<consumer>.<delivered>.<seq>.<consumer seq>.<time>.<pending>[.<token>]
   const tokens = reply.split('.');
   const base = tokens.length === 9 ? 4 : 6;
-  return Number(tokens[base + (which === 'delivered' ? 0 : 1)]);
+  return Number(tokens[base + ACK_TOKENS[which]]);
 }
+
+const ACK_TOKENS = { delivered: 0, seq: 1, pending: 4 } as const;
 
 /** 12 random bytes drawn once per process: what makes {@link uniqueId}s of different processes differ. */
 const PROCESS_ID = randomBytes(12).toString('base64url');

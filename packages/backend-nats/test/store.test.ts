@@ -10,7 +10,7 @@ import {
   type Settlement,
   type StoreChange,
 } from '@duetime/core';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { connectNats } from '../src/index.js';
 import { NatsIo } from '../src/io.js';
 import { layout } from '../src/layout.js';
@@ -617,5 +617,37 @@ describe('nats store adapter', () => {
     // Fired ahead of its due instant (fireAheadMs), never more.
     expect(Date.now()).toBeGreaterThanOrEqual(at.getTime() - 500);
     stop();
+  });
+
+  it('holds the fires of schedules about to fall due: the delivery at each due instant asks the consumer nothing', async () => {
+    const { store } = await open();
+    const ran: { key: string; at: number; due: number }[] = [];
+    const dispatcher = new Dispatcher({
+      store,
+      processor: async (_tx, _message, { schedule }) =>
+        void ran.push({ key: schedule.key, at: Date.now(), due: schedule.dueAt.getTime() }),
+    });
+    const ac = new AbortController();
+    const done = dispatcher.run(ac.signal);
+    await waitFor('the channel to be live', () => store.watching);
+    // Every pull that does not wait (a delivery's look at the consumer, or the watch taking a backlog).
+    const pull = vi.spyOn(NatsIo.prototype, 'pullNow');
+    const looks = () => pull.mock.calls.filter(([, , , waitMs]) => !waitMs).length;
+    try {
+      const base = Date.now() + 1500;
+      await store.transact(async (tx) => {
+        for (let i = 0; i < 5; i++) await tx.schedule(`held/${i}`, new Date(base + i * 150), msg('h'));
+      });
+      await waitFor('every schedule delivered', () => ran.length === 5);
+      // Fired fireAheadMs early and held by the watch, each ran at its due instant, not before, and no
+      // delivery had to look for it (a look, a round trip, per delivery before; one the first time).
+      expect(ran.map((r) => r.key)).toEqual(['held/0', 'held/1', 'held/2', 'held/3', 'held/4']);
+      for (const r of ran) expect(r.at).toBeGreaterThanOrEqual(r.due);
+      expect(looks()).toBeLessThanOrEqual(1);
+    } finally {
+      pull.mockRestore();
+      ac.abort();
+      await done;
+    }
   });
 });

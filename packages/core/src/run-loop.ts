@@ -17,7 +17,11 @@ export class RunLoop {
   readonly #clock: Clock;
   #done: Promise<void> | undefined;
   #wakeUp: (() => void) | undefined;
+  /** Moves the current sleep's end earlier (set while asleep). */
+  #rearm: ((at: number) => void) | undefined;
   #woken = false;
+  /** The latest instant the next sleep may end, from {@link lookBy} calls made while awake. */
+  #lookBy = Number.POSITIVE_INFINITY;
 
   constructor(what: string, clock: Clock) {
     this.#what = what;
@@ -65,6 +69,19 @@ export class RunLoop {
     this.#wakeUp?.();
   }
 
+  /**
+   * Makes the loop look again by `at` at the latest: at once when `at` has come; while asleep, the sleep
+   * ends at `at` if it would end later; while awake (a pass under way), the next sleep ends by `at`. A pass
+   * decides how long to sleep from what it read, so a deadline reported while it runs (one it may have
+   * read, or not) bounds the sleep after it instead of starting another pass at once.
+   */
+  lookBy(at: number): void {
+    if (at <= this.#clock.now()) this.wake();
+    else if (this.#rearm) {
+      if (at < this.armedAt) this.#rearm(at);
+    } else if (at < this.#lookBy) this.#lookBy = at;
+  }
+
   /** Whether a wake-up arrived since the last call, clearing it. */
   takeWake(): boolean {
     const woken = this.#woken;
@@ -77,17 +94,27 @@ export class RunLoop {
    * (the deadline the caller slept for has come), false when woken earlier.
    */
   sleep(ms: number): Promise<boolean> {
-    if (ms <= 0 || this.#woken || this.state !== 'running') return Promise.resolve(false);
-    this.armedAt = this.#clock.now() + ms;
+    const now = this.#clock.now();
+    const lookBy = this.#lookBy;
+    this.#lookBy = Number.POSITIVE_INFINITY;
+    const until = Math.min(now + ms, lookBy);
+    if (until <= now || this.#woken || this.state !== 'running') return Promise.resolve(false);
+    this.armedAt = until;
     return new Promise<boolean>((resolve) => {
+      let cancel = this.#clock.setTimer(until - now, () => finish(true));
       const finish = (elapsed: boolean) => {
         cancel();
         this.#wakeUp = undefined;
+        this.#rearm = undefined;
         this.armedAt = Number.POSITIVE_INFINITY;
         resolve(elapsed);
       };
-      const cancel = this.#clock.setTimer(ms, () => finish(true));
       this.#wakeUp = () => finish(false);
+      this.#rearm = (at) => {
+        cancel();
+        this.armedAt = at;
+        cancel = this.#clock.setTimer(at - this.#clock.now(), () => finish(true));
+      };
     });
   }
 

@@ -83,6 +83,8 @@ const PURGE_EVERY_MS = 5_000;
 
 /** How long one long poll of the fires consumer waits (see {@link NatsStoreAdapter.watch}). */
 const LONG_POLL_MS = 10_000;
+/** The most fires a process holds ahead of their due instants (see {@link NatsStoreAdapter.watch}). */
+const EARLY_CAP = 1_000;
 /** How often the long poll looks whether the fire it took was taken by a delivery. */
 const HELD_LOOK_MS = 20;
 /** How long past its due instant a held fire no delivery took is kept before it is given back. */
@@ -120,6 +122,10 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
   readonly #inHand = new Map<number, Fire>();
   /** Fires a `begin` is claiming (between taking them and reading their records), by stream sequence. */
   readonly #taking = new Map<number, Fire>();
+  /** Long polls of the fires consumer waiting here: a fire the server fires goes to one of them. */
+  #listening = 0;
+  /** Whether the fires consumer held no undelivered fire at the last look (see {@link begin}). */
+  #quiet = false;
   readonly #renewEarly: ReturnType<typeof setInterval>;
   readonly #listeners = new Set<(event: WatchEvent) => void>();
   #lastPurge = 0;
@@ -169,18 +175,19 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
       this.#taking.set(seq, fire);
       candidates.push(fire);
     }
-    if (candidates.length < claim.limit) {
+    // The consumer is asked only when it may hold fires: while a watch's long poll waits and the last look
+    // found nothing undelivered, a fire arriving goes to that poll and is held here (the due instant's
+    // wake-up then finds it in hand, a round trip sooner).
+    if (candidates.length < claim.limit && (this.#listening === 0 || !this.#quiet)) {
       let pulled: PulledMessage[];
+      const asked = claim.limit - candidates.length;
       try {
-        pulled = await this.#c.io.pullNow(
-          this.#c.layout.storeStream,
-          this.#c.layout.firesConsumer,
-          claim.limit - candidates.length,
-        );
+        pulled = await this.#c.io.pullNow(this.#c.layout.storeStream, this.#c.layout.firesConsumer, asked);
       } catch (error) {
         this.#hold(candidates);
         throw error;
       }
+      this.#quiet = pulled.length < asked || pulled[pulled.length - 1]?.pending === 0;
       for (const m of pulled) {
         const fire = this.#fireOf(m);
         if (!fire) continue;
@@ -549,16 +556,29 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
   }
 
   /**
-   * Reports schedules as they fall due: a long poll of the fires consumer takes one fire at a time for this
-   * process (a new one, or one delivered again because its claim lapsed), holds it like a fire a delivery
-   * pulled early, and reports its due instant (`change`); the next waits until a delivery took it (or it
-   * was given back). Each fire goes to one process, so watching costs nothing per fire elsewhere.
+   * Reports schedules as they fall due. A long poll of the fires consumer waits for fires (new ones, or
+   * ones delivered again because their claim lapsed); each is held here like a fire a delivery pulled
+   * early, and its due instant reported (`change`). Fires arrive `fireAheadMs` before they are due: while
+   * they do, the watch takes every fire the consumer holds (up to {@link EARLY_CAP}) and goes on waiting,
+   * so that a delivery at the due instant finds its fires in hand. A fire that is due already, or a
+   * backlog, is left to the deliveries: the watch waits until one took what it holds. Each fire goes to
+   * one process, so watching costs nothing per fire elsewhere.
    */
   watch(listener: (event: WatchEvent) => void): () => void {
     const { io, layout, logger } = this.#c;
     this.#listeners.add(listener);
     let stopped = false;
     const stopStatus = watchStatus(io, listener);
+    const pull = async (max: number, waitMs: number) => {
+      this.#listening += waitMs > 0 ? 1 : 0;
+      try {
+        const pulled = await io.pullNow(layout.storeStream, layout.firesConsumer, max, waitMs);
+        this.#quiet = (pulled[pulled.length - 1]?.pending ?? 0) === 0;
+        return pulled;
+      } finally {
+        this.#listening -= waitMs > 0 ? 1 : 0;
+      }
+    };
     void (async () => {
       let live = false;
       while (!stopped && !io.closed) {
@@ -567,18 +587,35 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
           listener({ type: 'live' });
         }
         try {
-          const [m] = await io.pullNow(layout.storeStream, layout.firesConsumer, 1, LONG_POLL_MS);
-          const fire = m && this.#fireOf(m);
+          const held: Fire[] = [];
+          let pulled = await pull(1, LONG_POLL_MS);
+          for (;;) {
+            for (const m of pulled) {
+              const fire = this.#fireOf(m);
+              if (fire) held.push(fire);
+            }
+            const last = pulled[pulled.length - 1];
+            const room = EARLY_CAP - this.#early.size - held.length;
+            const now = Date.now();
+            if (stopped || !last?.pending || room <= 0 || held.some((f) => f.due <= now)) break;
+            pulled = await pull(Math.min(last.pending, room, CLAIM_LIMIT), 0);
+          }
           if (stopped) {
-            // Taken after the watch ended (the poll was on its way): given back as a fresh fire. A `-NAK`
-            // would deliver it again with a count above 1, which reads as a claim whose process died.
-            if (fire) await this.#giveBack(fire);
+            // Taken after the watch ended (the poll was on its way): given back as fresh fires. A `-NAK`
+            // would deliver them again with a count above 1, which reads as a claim whose process died.
+            await Promise.all(held.map((fire) => this.#giveBack(fire)));
             return;
           }
-          if (!fire) continue;
-          this.#early.set(fire.pulled.seq, fire);
-          listener({ type: 'change', earliest: new Date(fire.due) });
-          while (!stopped && this.#early.get(fire.pulled.seq) === fire) await sleep(HELD_LOOK_MS);
+          if (held.length === 0) continue;
+          for (const fire of held) this.#early.set(fire.pulled.seq, fire);
+          const earliest = Math.min(...held.map((f) => f.due));
+          listener({ type: 'change', earliest: new Date(earliest) });
+          const due = held.filter((f) => f.due <= Date.now());
+          while (
+            !stopped &&
+            (due.some((f) => this.#early.get(f.pulled.seq) === f) || this.#early.size >= EARLY_CAP)
+          )
+            await sleep(HELD_LOOK_MS);
         } catch (error) {
           if (stopped || io.closed) return;
           logger.warn('nats store: waiting for fires failed; waiting again in a second', { error });

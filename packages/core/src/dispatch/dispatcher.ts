@@ -287,7 +287,10 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
       // Bounded: past it, full claims keep the dispatcher claiming anyway.
       if (change.earliest !== undefined && this.#store[dueByWatch] && this.#reported.size < MAX_REPORTED)
         this.#reported.upsert({ due: change.earliest.getTime(), heapIndex: -1 });
-      if (change.earliest === undefined || change.earliest.getTime() < this.#loop.armedAt) this.wake();
+      // A deadline reported while a pass runs bounds the sleep after it; only one that has come already
+      // (a claim under way may have looked before it was there) starts another pass at once.
+      if (change.earliest === undefined) this.wake();
+      else this.#loop.lookBy(change.earliest.getTime());
     }
   }
 

@@ -13,6 +13,7 @@ import {
   type Message,
   memoryAdapter,
   RetryError,
+  type WatchEvent,
 } from '../../src/index.js';
 
 const counter = aggregate({ type: 'counter', initial: 0, apply: { hit: (n: number) => n + 1 } });
@@ -157,6 +158,51 @@ describe('Dispatcher', () => {
     dispatcher.wake();
     await clock.advance(0);
     expect(delivered).toEqual([start + 10]);
+    ac.abort();
+    await done;
+  });
+
+  it('sleeps until a deadline a store reports while a claim runs, instead of claiming again at once', async () => {
+    // A store whose engine keeps the time reports its next held fire on every claim (as the NATS store
+    // does). A report that arrives while a claim runs bounds the sleep after it; it used to start another
+    // claim at once, which reported again: a loop of claims, one round trip each, until the fire was due.
+    const { clock, adapter, store } = setup();
+    const start = clock.now();
+    await store.transact((tx) => tx.schedule('later', new Date(start + 1000), msg('later')));
+    const engine = adapter as { -readonly [K in keyof typeof adapter]: (typeof adapter)[K] };
+    engine.dueByWatch = true;
+    let report: ((event: WatchEvent) => void) | undefined;
+    engine.watch = (listener) => {
+      report = listener;
+      listener({ type: 'live' });
+      return () => {};
+    };
+    const original = adapter.begin.bind(adapter);
+    let claims = 0;
+    engine.begin = async (claim) => {
+      const unit = await original(claim);
+      if (claim) {
+        claims++;
+        report?.({ type: 'change', earliest: new Date(start + 1000) });
+        // A round trip: the loop, were it to spin, would spin on macrotasks and let this test's timer run.
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      return unit;
+    };
+    const delivered: number[] = [];
+    const dispatcher = new Dispatcher({
+      store,
+      processor: async () => void delivered.push(clock.now()),
+    });
+    const ac = new AbortController();
+    const done = dispatcher.run(ac.signal);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(claims).toBeLessThanOrEqual(2);
+    await clock.advance(999);
+    expect(delivered).toEqual([]);
+    await clock.advance(1);
+    for (let i = 0; i < 100 && delivered.length === 0; i++) await clock.advance(0);
+    expect(delivered).toEqual([start + 1000]);
     ac.abort();
     await done;
   });
