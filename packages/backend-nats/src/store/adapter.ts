@@ -590,9 +590,12 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
           const held: Fire[] = [];
           let pulled = await pull(1, LONG_POLL_MS);
           for (;;) {
+            // Held at once: a later pull that fails leaves them renewed and given back in time, not lapsing.
             for (const m of pulled) {
               const fire = this.#fireOf(m);
-              if (fire) held.push(fire);
+              if (!fire) continue;
+              held.push(fire);
+              this.#early.set(fire.pulled.seq, fire);
             }
             const last = pulled[pulled.length - 1];
             const room = EARLY_CAP - this.#early.size - held.length;
@@ -603,11 +606,12 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
           if (stopped) {
             // Taken after the watch ended (the poll was on its way): given back as fresh fires. A `-NAK`
             // would deliver them again with a count above 1, which reads as a claim whose process died.
-            await Promise.all(held.map((fire) => this.#giveBack(fire)));
+            const left = held.filter((f) => this.#early.get(f.pulled.seq) === f);
+            for (const fire of left) this.#early.delete(fire.pulled.seq);
+            await Promise.all(left.map((fire) => this.#giveBack(fire)));
             return;
           }
           if (held.length === 0) continue;
-          for (const fire of held) this.#early.set(fire.pulled.seq, fire);
           const earliest = Math.min(...held.map((f) => f.due));
           listener({ type: 'change', earliest: new Date(earliest) });
           const due = held.filter((f) => f.due <= Date.now());
