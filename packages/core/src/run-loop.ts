@@ -101,7 +101,7 @@ export class RunLoop {
     if (until <= now || this.#woken || this.state !== 'running') return Promise.resolve(false);
     this.armedAt = until;
     return new Promise<boolean>((resolve) => {
-      let cancel = this.#clock.setTimer(until - now, () => finish(true));
+      let cancel = () => {};
       const finish = (elapsed: boolean) => {
         cancel();
         this.#wakeUp = undefined;
@@ -109,6 +109,7 @@ export class RunLoop {
         this.armedAt = Number.POSITIVE_INFINITY;
         resolve(elapsed);
       };
+      cancel = this.#clock.setTimer(until - now, () => finish(true));
       this.#wakeUp = () => finish(false);
       this.#rearm = (at) => {
         cancel();

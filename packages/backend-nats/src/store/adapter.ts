@@ -85,7 +85,7 @@ const PURGE_EVERY_MS = 5_000;
 const LONG_POLL_MS = 10_000;
 /** The most fires a process holds ahead of their due instants (see {@link NatsStoreAdapter.watch}). */
 const EARLY_CAP = 1_000;
-/** How often the long poll looks whether the fire it took was taken by a delivery. */
+/** How often the watch looks whether the due fires it took were taken by a delivery. */
 const HELD_LOOK_MS = 20;
 /** How long past its due instant a held fire no delivery took is kept before it is given back. */
 const HOLD_PAST_DUE_MS = 2_000;
@@ -598,7 +598,7 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
               this.#early.set(fire.pulled.seq, fire);
             }
             const last = pulled[pulled.length - 1];
-            const room = EARLY_CAP - this.#early.size - held.length;
+            const room = EARLY_CAP - this.#early.size;
             const now = Date.now();
             if (stopped || !last?.pending || room <= 0 || held.some((f) => f.due <= now)) break;
             pulled = await pull(Math.min(last.pending, room, CLAIM_LIMIT), 0);
