@@ -54,12 +54,14 @@ const MAX_REPORTED = 100_000;
  *
  * The loop: while a slot is free (`concurrency`) and work may be due, open a delivery (the backend claims
  * and consumes up to a batch of due schedules in one transaction) and run it in the background; then sleep
- * until the earliest deadline, a local commit, a remote change notification, a finishing batch, `wake()`,
- * or `rescanInterval`, whichever comes first. A batch runs its processors one after another, each in its
- * own savepoint (or all at once: see the `pipeline` option), and commits once: per message, the
- * processor's writes and the consumption commit together or not at all; a failure rolls back only that
- * message's part and records the failed attempt (or the dead letter) in the same commit. A crash mid-batch leaves every claimed schedule pending: it is redelivered and
- * every effect still commits once. A batch never waits for more work to arrive.
+ * until the earliest deadline, a local commit, a remote change notification, a finishing batch or claim,
+ * `wake()`, or `rescanInterval`, whichever comes first. Claims run in the background too, a slot each: a
+ * deadline that comes while one is under way starts another beside it. A batch runs its processors one
+ * after another, each in its own savepoint (or all at once: see the `pipeline` option), and commits
+ * once: per message, the processor's writes and the consumption commit together or not at all; a failure
+ * rolls back only that message's part and records the failed attempt (or the dead letter) in the same
+ * commit. A crash mid-batch leaves every claimed schedule pending: it is redelivered and every effect
+ * still commits once. A batch never waits for more work to arrive.
  */
 export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
   implements Observable<DispatcherEvents>
@@ -84,6 +86,18 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
 
   readonly #loop: RunLoop;
   readonly #batches = new Set<Promise<void>>();
+  /**
+   * Claims under way, each until its batch started (or its delivery was given back). They take slots as
+   * batches do: a deadline that comes while one runs starts another, so a slow claim delays no schedule
+   * falling due behind it.
+   */
+  readonly #claiming = new Set<Promise<void>>();
+  /** When the latest claim looked (its `now`): what fell due by then, it or an earlier one claims. */
+  #lastClaimAt = Number.NEGATIVE_INFINITY;
+  /** A claim holds a schedule that crashed its process and waits for the rest to finish to run it alone. */
+  #aloneWaiting = false;
+  /** Consecutive failed looks (claims or reads of the next deadline), for the pause before the next. */
+  #scanFailures = 0;
   readonly #abort = new AbortController();
   /** Work may be due that no open batch holds: claim before sleeping. */
   #mayHaveDue = true;
@@ -236,22 +250,18 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
   async #run(): Promise<void> {
     this.#startTelemetry();
     const unsubscribe = this.#store.onChange((change) => this.#onChange(change));
-    let failures = 0;
     try {
       while (this.#loop.running) {
         this.#loop.takeWake();
         let wait: number;
         try {
           wait = await this.#tick();
-          failures = 0;
         } catch (error) {
-          failures++;
-          wait = Math.min(this.#rescanInterval, 50 * 2 ** Math.min(failures, 10));
-          this.#logger.warn('dispatcher scan failed; retrying', { error, retryInMs: wait, failures });
+          wait = this.#scanFailed(error);
         }
-        await this.#loop.sleep(wait);
-        // Whatever ended the sleep (a deadline, a commit, a finishing batch, a rescan), look again.
-        this.#mayHaveDue = true;
+        // A deadline or a rescan that came: look again. The wake-ups that mean so (a commit, a finishing
+        // batch, `wake()`) say it themselves; a claim that ended only has the next sleep worked out again.
+        if (await this.#loop.sleep(wait)) this.#mayHaveDue = true;
       }
     } finally {
       unsubscribe();
@@ -289,7 +299,7 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
         this.#reported.upsert({ due: change.earliest.getTime(), heapIndex: -1 });
       // A deadline reported while a pass runs bounds the sleep after it; only one that has come already
       // (a claim under way may have looked before it was there) starts another pass at once.
-      if (change.earliest === undefined) this.wake();
+      if (change.earliest === undefined || change.earliest.getTime() <= this.#clock.now()) this.wake();
       else this.#loop.lookBy(change.earliest.getTime());
     }
   }
@@ -307,65 +317,135 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
     return Math.max(1, Math.min(this.#batchSize, Math.floor(this.#batchDuration / Math.max(mean, 0.001))));
   }
 
-  /** Opens batches while slots are free and work may be due; returns how long to sleep. */
+  /** Starts claims while slots are free and work may be due; returns how long to sleep. */
   async #tick(): Promise<number> {
     const holdFor = this.#holdUntil - this.#clock.now();
     if (holdFor > 0) return Math.min(holdFor, this.#rescanInterval);
-    let claimedAt = Number.NEGATIVE_INFINITY;
-    while (
-      this.#loop.running &&
-      this.#mayHaveDue &&
-      !this.#exclusive &&
-      this.#batches.size < this.#concurrency
-    ) {
-      // Whether this claim looks for schedules to run alone: only its answer may end the isolating (a
-      // larger claim still in flight when a batch sent isolated ones back must not end it, or concurrent
-      // batches claim and send them back without end).
-      const isolating = this.#isolating;
+    while (this.#loop.running && this.#mayHaveDue && this.#mayClaim()) {
       const limit = this.#limit();
-      claimedAt = this.#clock.now();
-      const delivery = await this.#store[openDelivery]({ now: new Date(claimedAt), limit });
-      if (delivery.claimed.length < limit) this.#mayHaveDue = false;
-      if (delivery.claimed.length === 0 || !this.#loop.running) {
-        await delivery.rollback();
-        break;
-      }
-      this.#heldLooks = 0;
-      if (isolating && !isAlone(delivery)) this.#isolating = false;
-      if (isAlone(delivery)) {
-        // A schedule whose last attempt crashed its process runs with nothing else in this process.
-        await Promise.allSettled([...this.#batches]);
-        this.#exclusive = true;
-      }
-      const settings = this.#batchSettings();
-      this.#start(runBatch(delivery, settings), settings.observer);
+      const claimedAt = this.#clock.now();
+      this.#lastClaimAt = claimedAt;
+      // This claim looks at everything due by `claimedAt`; a full one says there may be more.
+      this.#mayHaveDue = false;
+      const self: { task?: Promise<void> } = {};
+      const task = this.#claim(claimedAt, limit, this.#isolating, self).finally(() => {
+        this.#claiming.delete(task);
+        // The next sleep is worked out again (a full claim has set `mayHaveDue`).
+        this.#loop.wake();
+      });
+      self.task = task;
+      this.#claiming.add(task);
     }
     const backstop = this.#backstop;
-    // Slots are full: a finishing batch wakes the loop.
-    if (this.#batches.size >= this.#concurrency || this.#exclusive || !this.#loop.running) return backstop;
+    // Slots are full, or claims must come one at a time: a finishing batch or claim wakes the loop.
+    if (!this.#mayClaim() || !this.#loop.running) return backstop;
     if (this.#mayHaveDue) return 0;
+    const claimedAt = this.#lastClaimAt;
     // An engine that reports schedules as they fall due is not asked for the next one: what it reported
     // and no claim has looked past yet is the next.
     while ((this.#reported.peek()?.due ?? Number.POSITIVE_INFINITY) <= claimedAt) this.#reported.pop();
+    const watched = this.#store[dueByWatch];
+    // Another store is asked once the claims under way ended (they wake the loop).
+    if (!watched && this.#claiming.size > 0) return backstop;
     const reported = this.#reported.peek()?.due;
-    const next = this.#store[dueByWatch]
+    const next = watched
       ? reported === undefined
         ? undefined
         : new Date(reported)
       : await this.#store.nextDueAt();
+    this.#scanFailures = 0;
     if (next === undefined) return backstop;
     const delay = next.getTime() - this.#clock.now();
     if (delay > 0) return Math.min(delay, backstop);
     if (next.getTime() > claimedAt) {
-      // It fell due after the last claim (during this pass, or a retry since): claim again now.
+      // It fell due after the last claim looked (during this pass, or a retry since): claim again now.
       this.#mayHaveDue = true;
       return 0;
     }
     // Due, yet nothing could be claimed: open deliveries hold it. Ours wake the loop when they finish;
     // another process's are looked at again after a growing pause.
-    if (this.#batches.size > 0) return backstop;
+    if (this.#batches.size > 0 || this.#claiming.size > 0) return backstop;
     this.#heldLooks++;
     return Math.min(this.#rescanInterval, 25 * 2 ** Math.min(this.#heldLooks - 1, 6));
+  }
+
+  /** Whether a claim may start now: a slot is free, nothing runs alone, and none is under way while isolating. */
+  #mayClaim(): boolean {
+    return (
+      !this.#exclusive &&
+      !this.#aloneWaiting &&
+      this.#batches.size + this.#claiming.size < this.#concurrency &&
+      !(this.#isolating && this.#claiming.size > 0)
+    );
+  }
+
+  /** A look that failed: logged, and the next one waits a growing pause (returned, in ms). */
+  #scanFailed(error: unknown): number {
+    this.#scanFailures++;
+    const wait = Math.min(this.#rescanInterval, 50 * 2 ** Math.min(this.#scanFailures, 10));
+    this.#logger.warn('dispatcher scan failed; retrying', {
+      error,
+      retryInMs: wait,
+      failures: this.#scanFailures,
+    });
+    return wait;
+  }
+
+  /**
+   * Claims up to `limit` schedules due by `claimedAt` and starts their batch. `isolating`: whether the
+   * claim looks for schedules to run alone (only its answer may end the isolating: a larger claim still
+   * in flight when a batch sent isolated ones back must not end it, or concurrent batches claim and send
+   * them back without end). `self` is this claim's own task, which it does not wait for.
+   */
+  async #claim(
+    claimedAt: number,
+    limit: number,
+    isolating: boolean,
+    self: { task?: Promise<void> },
+  ): Promise<void> {
+    let delivery: Delivery<Sql>;
+    try {
+      delivery = await this.#store[openDelivery]({ now: new Date(claimedAt), limit });
+    } catch (error) {
+      const wait = this.#scanFailed(error);
+      this.#holdUntil = Math.max(this.#holdUntil, this.#clock.now() + wait);
+      this.#mayHaveDue = true;
+      return;
+    }
+    this.#scanFailures = 0;
+    if (delivery.claimed.length >= limit) this.#mayHaveDue = true;
+    if (delivery.claimed.length > 0 && this.#loop.running) {
+      this.#heldLooks = 0;
+      if (isolating && !isAlone(delivery)) this.#isolating = false;
+      // While a schedule that crashed its process waits to run alone (or runs), what others claimed goes
+      // back, to be claimed again after it; a second such schedule waits its turn the same way.
+      if (!this.#exclusive && !this.#aloneWaiting) {
+        if (isAlone(delivery)) {
+          // It runs with nothing else in this process.
+          this.#aloneWaiting = true;
+          try {
+            await Promise.allSettled([
+              ...this.#batches,
+              ...[...this.#claiming].filter((t) => t !== self.task),
+            ]);
+          } finally {
+            this.#aloneWaiting = false;
+          }
+          if (this.#loop.running) this.#exclusive = true;
+        }
+        if (this.#loop.running) {
+          const settings = this.#batchSettings();
+          this.#start(runBatch(delivery, settings), settings.observer);
+          return;
+        }
+      }
+      this.#mayHaveDue = true;
+    }
+    try {
+      await delivery.rollback();
+    } catch (error) {
+      this.#logger.warn('giving back an unused delivery failed; its claims lapse', { error });
+    }
   }
 
   #batchSettings() {
@@ -451,11 +531,12 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
   }
 
   async #finishBatches(): Promise<void> {
-    if (this.#batches.size === 0) return;
+    if (this.#batches.size === 0 && this.#claiming.size === 0) return;
     let timedOut = false;
     const cancelTimer: { fn?: () => void } = {};
     await Promise.race([
-      Promise.allSettled([...this.#batches]),
+      // Claims under way give their deliveries back (the loop no longer runs) and start no batch.
+      Promise.allSettled([...this.#claiming]).then(() => Promise.allSettled([...this.#batches])),
       new Promise<void>((resolve) => {
         cancelTimer.fn = this.#clock.setTimer(this.#drainTimeout, () => {
           timedOut = true;

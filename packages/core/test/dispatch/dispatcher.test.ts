@@ -207,6 +207,108 @@ describe('Dispatcher', () => {
     await done;
   });
 
+  it('claims a schedule falling due while a slow claim is under way, without waiting for it', async () => {
+    // The claims of one dispatcher used to run one after another: a schedule due while a claim waited on
+    // its store (a slow round trip) waited for it too, then for its own. Now a deadline that comes while
+    // a claim is under way starts another claim beside it, while slots are free.
+    const { clock, adapter, store } = setup();
+    const start = clock.now();
+    await store.transact(async (tx) => {
+      await tx.schedule('first', new Date(start + 100), msg('first'));
+      await tx.schedule('second', new Date(start + 200), msg('second'));
+    });
+    // A store whose engine keeps the time (as the NATS store): it reports each deadline it holds.
+    const engine = adapter as { -readonly [K in keyof typeof adapter]: (typeof adapter)[K] };
+    engine.dueByWatch = true;
+    engine.watch = (listener) => {
+      listener({ type: 'live' });
+      listener({ type: 'change', earliest: new Date(start + 100) });
+      listener({ type: 'change', earliest: new Date(start + 200) });
+      return () => {};
+    };
+    const original = adapter.begin.bind(adapter);
+    let release = () => {};
+    const stuck = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let claims = 0;
+    engine.begin = async (claim) => {
+      const unit = await original(claim);
+      // The claim that takes `first` hangs until released.
+      if (claim && unit.claimed?.some((c) => c.key === 'first')) {
+        claims++;
+        await stuck;
+      }
+      return unit;
+    };
+    const delivered: string[] = [];
+    const dispatcher = new Dispatcher({
+      store,
+      concurrency: 4,
+      processor: async (_tx, message) => void delivered.push(`${message.aggregateId}@${clock.now() - start}`),
+    });
+    const ac = new AbortController();
+    const done = dispatcher.run(ac.signal);
+    await clock.advance(100);
+    await expect.poll(() => claims).toBe(1);
+    await clock.advance(100);
+    await expect.poll(() => delivered).toEqual(['second@200']);
+    release();
+    await expect.poll(() => delivered).toEqual(['second@200', 'first@200']);
+    ac.abort();
+    await done;
+  });
+
+  it('gives back what a claim took while it drains, and starts no batch for it', async () => {
+    const { clock, adapter, store } = setup();
+    await store.transact((tx) => tx.schedule('held', new Date(clock.now() - 1), msg('held')));
+    const engine = adapter as { -readonly [K in keyof typeof adapter]: (typeof adapter)[K] };
+    const original = adapter.begin.bind(adapter);
+    let release = () => {};
+    const stuck = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let claimed = 0;
+    engine.begin = async (claim) => {
+      const unit = await original(claim);
+      if (claim && (unit.claimed?.length ?? 0) > 0) {
+        claimed++;
+        await stuck;
+      }
+      return unit;
+    };
+    const delivered: string[] = [];
+    const dispatcher = new Dispatcher({
+      store,
+      processor: async (_tx, m) => void delivered.push(String(m.aggregateId)),
+    });
+    const ac = new AbortController();
+    const done = dispatcher.run(ac.signal);
+    await expect.poll(() => claimed).toBe(1);
+    ac.abort();
+    let stopped = false;
+    void done.then(() => {
+      stopped = true;
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+    // The drain waits for the claim under way.
+    expect(stopped).toBe(false);
+    release();
+    await done;
+    expect(delivered).toEqual([]);
+    // Given back: the next dispatcher claims it at once.
+    engine.begin = original;
+    const next = new Dispatcher({
+      store,
+      processor: async (_tx, m) => void delivered.push(String(m.aggregateId)),
+    });
+    const ac2 = new AbortController();
+    const done2 = next.run(ac2.signal);
+    await expect.poll(() => delivered).toEqual(['held']);
+    ac2.abort();
+    await done2;
+  });
+
   it('never runs more processors at once than its concurrency', async () => {
     const { clock, store } = setup();
     await store.transact(async (tx) => {
