@@ -6,7 +6,10 @@ import type { LeaseLayout } from './leases.js';
  * timestamp, which is at most the server's time when the reply arrives; later readings add the time
  * elapsed since on this process's monotonic clock (so a jump of the local wall clock changes nothing).
  * A reading is refreshed every `refreshMs`, which bounds the error a drift between the two clocks' rates
- * could add (parts per million: microseconds).
+ * could add (parts per million: microseconds). The refresh runs behind the callers: a reading older than
+ * `refreshMs` still answers (it stays a lower bound) while a new probe is under way, so no caller waits
+ * for the probe's two round trips but the first, and one whose reading is older than `staleMs` (probes
+ * failing through an outage) waits for a probe, failing with it.
  *
  * Leases and cursors judge expiry with this clock against the server timestamps of their last writes,
  * so no process's wall clock matters, however skewed.
@@ -15,26 +18,42 @@ export class ServerClock {
   readonly #io: NatsIo;
   readonly #layout: Pick<LeaseLayout, 'leaseStream' | 'clock' | 'rollup'>;
   readonly #refreshMs: number;
+  readonly #staleMs: number;
   #sample: { server: number; local: number } | undefined;
   #probe: Promise<{ server: number; local: number }> | undefined;
 
-  constructor(io: NatsIo, layout: Pick<LeaseLayout, 'leaseStream' | 'clock' | 'rollup'>, refreshMs = 5000) {
+  constructor(
+    io: NatsIo,
+    layout: Pick<LeaseLayout, 'leaseStream' | 'clock' | 'rollup'>,
+    refreshMs = 5000,
+    staleMs = 12 * refreshMs,
+  ) {
     this.#io = io;
     this.#layout = layout;
     this.#refreshMs = refreshMs;
+    this.#staleMs = staleMs;
   }
 
   /** A lower bound of the server's current time, in milliseconds since the epoch. */
   async now(): Promise<number> {
     let sample = this.#sample;
-    if (!sample || performance.now() - sample.local > this.#refreshMs) {
-      this.#probe ??= this.#measure().finally(() => {
+    const age = sample ? performance.now() - sample.local : Number.POSITIVE_INFINITY;
+    if (!sample || age > this.#staleMs) sample = await this.#refresh();
+    else if (age > this.#refreshMs) this.#refresh().catch(() => {}); // a failure that lasts shows past `staleMs`
+    return sample.server + (performance.now() - sample.local);
+  }
+
+  /** The probe under way, or a new one; its reading replaces the last when it lands. */
+  #refresh(): Promise<{ server: number; local: number }> {
+    this.#probe ??= this.#measure()
+      .then((sample) => {
+        this.#sample = sample;
+        return sample;
+      })
+      .finally(() => {
         this.#probe = undefined;
       });
-      sample = await this.#probe;
-      this.#sample = sample;
-    }
-    return sample.server + (performance.now() - sample.local);
+    return this.#probe;
   }
 
   async #measure(): Promise<{ server: number; local: number }> {

@@ -1,0 +1,124 @@
+import { freshNamespace } from '@duetime/conformance';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectNats } from '../src/index.js';
+import { NatsIo } from '../src/io.js';
+import { layout } from '../src/layout.js';
+import { ServerClock } from '../src/server-clock.js';
+import { deleteOpened, NATS_STORE_URL, openOn } from './adapter.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The server's clock as a lower bound: a delivery asks for it on every claim, so the probe that refreshes
+ * it (a publish the server stores, then a read) must not make a claim wait.
+ */
+describe('ServerClock', () => {
+  let nc: NatsConnection;
+  let io: NatsIo;
+  let where: ReturnType<typeof layout>;
+
+  beforeAll(async () => {
+    const namespace = freshNamespace();
+    // A backend creates the streams the probe writes to.
+    await openOn(NATS_STORE_URL, namespace);
+    nc = await connectNats(NATS_STORE_URL);
+    io = await NatsIo.open(nc, 10_000);
+    where = layout(namespace);
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await deleteOpened();
+  });
+
+  interface Probed {
+    io: NatsIo;
+    /** Probes begun (their writes) and read back. */
+    probes: number;
+    reads: number;
+    /** Holds the probes' writes back while set. */
+    hold?: Promise<void>;
+    /** Fails the probes' writes while set. */
+    fail?: Error;
+  }
+
+  /** The I/O of `io` with its probes counted, held back or failed at will. */
+  function counted(): Probed {
+    const state: Probed = {
+      probes: 0,
+      reads: 0,
+      io: new Proxy(io, {
+        get(target, name) {
+          if (name === 'publish')
+            return async (...args: Parameters<NatsIo['publish']>) => {
+              state.probes++;
+              if (state.hold) await state.hold;
+              if (state.fail) throw state.fail;
+              return target.publish(...args);
+            };
+          if (name === 'last')
+            return async (...args: Parameters<NatsIo['last']>) => {
+              const m = await target.last(...args);
+              state.reads++;
+              return m;
+            };
+          const value = Reflect.get(target, name, target);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      }),
+    };
+    return state;
+  }
+
+  it('stays at or below the timestamps the server gives writes that follow', async () => {
+    const clock = new ServerClock(io, where);
+    for (let i = 0; i < 5; i++) {
+      const reading = await clock.now();
+      await io.publish(where.clock, '');
+      const stored = await io.last(where.leaseStream, where.clock);
+      expect(stored?.time).toBeGreaterThanOrEqual(Math.floor(reading));
+    }
+  });
+
+  it('answers from its last reading while the probe that refreshes it is under way', async () => {
+    const probed = counted();
+    const clock = new ServerClock(probed.io, where, 20, 60_000);
+    const first = await clock.now();
+    expect(probed.probes).toBe(1);
+    let release = () => {};
+    probed.hold = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    await sleep(30);
+    // Older than the refresh interval: a probe starts and hangs, yet the reading answers.
+    const second = await clock.now();
+    expect(probed.probes).toBe(2);
+    expect(second).toBeGreaterThanOrEqual(first + 30);
+    // One probe at a time.
+    await clock.now();
+    expect(probed.probes).toBe(2);
+    expect(probed.reads).toBe(1);
+    probed.hold = undefined;
+    release();
+    // The probe lands and its reading replaces the first: still below what the server stores next.
+    await expect.poll(() => probed.reads, { timeout: 10_000 }).toBe(2);
+    const reading = await clock.now();
+    await io.publish(where.clock, '');
+    const stored = await io.last(where.leaseStream, where.clock);
+    expect(stored?.time).toBeGreaterThanOrEqual(Math.floor(reading));
+  });
+
+  it('waits for a probe, and fails with it, once its reading is older than it may be', async () => {
+    const probed = counted();
+    const clock = new ServerClock(probed.io, where, 10, 40);
+    await clock.now();
+    probed.fail = new Error('server gone');
+    await sleep(20);
+    // Stale for a refresh, not yet too old: answers, the failed probe behind it goes unseen.
+    await expect(clock.now()).resolves.toBeGreaterThan(0);
+    await sleep(50);
+    await expect(clock.now()).rejects.toThrow(/server gone/);
+    probed.fail = undefined;
+    await expect(clock.now()).resolves.toBeGreaterThan(0);
+  });
+});
