@@ -5,6 +5,8 @@ import type { SuiteContext } from '../suite.js';
 import { appliedCount, effectMessage, effects } from './fixtures.js';
 
 const HOUR = 3_600_000;
+/** How far ahead the ten schedules of one batch fall due (see `scheduleTen`). */
+const TEN_DUE_IN_MS = 300;
 
 type StartOptions = Partial<Omit<DispatcherOptions, 'store'>>;
 
@@ -19,14 +21,16 @@ export function batchTests({ harness, sql }: SuiteContext): void {
     return dispatcher as Dispatcher;
   };
 
-  /** Ten due schedules `batch/0` … `batch/9`, each for the effects aggregate `b<i>`. */
-  // Ten schedules due in one second of the past (1 to 2 s ago): a store that hands out due schedules a
-  // second at a time (NATS, several processes) still has all ten for one delivery batch.
+  /**
+   * Ten schedules `batch/0` … `batch/9` (each for the effects aggregate `b<i>`), all due at one instant a
+   * moment ahead, so that the first claim finds all ten due together: a store whose engine hands schedules
+   * out as its timers fire (NATS) has fired all ten by then. Due in the past, they fired as the commit
+   * landed, one by one, and a claim made meanwhile on a busy server took only the first few.
+   */
   const scheduleTen = async (store: Store<unknown>) => {
-    const second = Math.floor(Date.now() / 1000) * 1000 - 1000;
+    const at = new Date(Date.now() + TEN_DUE_IN_MS);
     await store.transact(async (tx) => {
-      for (let i = 0; i < 10; i++)
-        await tx.schedule(`batch/${i}`, new Date(second + i), effectMessage(`b${i}`));
+      for (let i = 0; i < 10; i++) await tx.schedule(`batch/${i}`, at, effectMessage(`b${i}`));
     });
   };
 
