@@ -372,7 +372,7 @@ export class Dispatcher<M extends MessageTypes = MessageTypes, Sql = unknown>
    * the store reports its due instants (and no schedule is being isolated). A store that is asked for its
    * next deadline claims one at a time: its claims and its batches' commits share one connection or one
    * lock (SQLite), where claims beside one another only queue (a drain of 20,000 due at concurrency 16
-   * went 10-15 % slower on SQLite with them).
+   * went about 17 % slower on SQLite with them).
    */
   #mayClaim(): boolean {
     return (
