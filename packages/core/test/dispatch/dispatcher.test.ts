@@ -26,6 +26,35 @@ function setup() {
   return { clock, adapter, store: createStore(adapter, { clock, name: 'memory' }) };
 }
 
+/**
+ * Makes the claims of `adapter` whose claimed keys `stalls` picks hang (after claiming) until `release()`;
+ * `count` says how many did, `restore()` puts the adapter's own `begin` back.
+ */
+function stallClaims(adapter: ReturnType<typeof setup>['adapter'], stalls: (keys: string[]) => boolean) {
+  const engine = adapter as { -readonly [K in keyof typeof adapter]: (typeof adapter)[K] };
+  const original = adapter.begin.bind(adapter);
+  let release = () => {};
+  const stuck = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const stalled = {
+    count: 0,
+    release: () => release(),
+    restore: () => {
+      engine.begin = original;
+    },
+  };
+  engine.begin = async (claim) => {
+    const unit = await original(claim);
+    if (claim && stalls((unit.claimed ?? []).map((c) => c.key))) {
+      stalled.count++;
+      await stuck;
+    }
+    return unit;
+  };
+  return stalled;
+}
+
 describe('Dispatcher', () => {
   it('rejects bad options with typed errors naming the option', () => {
     const { store } = setup();
@@ -226,21 +255,8 @@ describe('Dispatcher', () => {
       listener({ type: 'change', earliest: new Date(start + 200) });
       return () => {};
     };
-    const original = adapter.begin.bind(adapter);
-    let release = () => {};
-    const stuck = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    let claims = 0;
-    engine.begin = async (claim) => {
-      const unit = await original(claim);
-      // The claim that takes `first` hangs until released.
-      if (claim && unit.claimed?.some((c) => c.key === 'first')) {
-        claims++;
-        await stuck;
-      }
-      return unit;
-    };
+    // The claim that takes `first` hangs until released.
+    const stalled = stallClaims(adapter, (keys) => keys.includes('first'));
     const delivered: string[] = [];
     const dispatcher = new Dispatcher({
       store,
@@ -250,10 +266,10 @@ describe('Dispatcher', () => {
     const ac = new AbortController();
     const done = dispatcher.run(ac.signal);
     await clock.advance(100);
-    await expect.poll(() => claims).toBe(1);
+    await expect.poll(() => stalled.count).toBe(1);
     await clock.advance(100);
     await expect.poll(() => delivered).toEqual(['second@200']);
-    release();
+    stalled.release();
     await expect.poll(() => delivered).toEqual(['second@200', 'first@200']);
     ac.abort();
     await done;
@@ -262,21 +278,7 @@ describe('Dispatcher', () => {
   it('gives back what a claim took while it drains, and starts no batch for it', async () => {
     const { clock, adapter, store } = setup();
     await store.transact((tx) => tx.schedule('held', new Date(clock.now() - 1), msg('held')));
-    const engine = adapter as { -readonly [K in keyof typeof adapter]: (typeof adapter)[K] };
-    const original = adapter.begin.bind(adapter);
-    let release = () => {};
-    const stuck = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    let claimed = 0;
-    engine.begin = async (claim) => {
-      const unit = await original(claim);
-      if (claim && (unit.claimed?.length ?? 0) > 0) {
-        claimed++;
-        await stuck;
-      }
-      return unit;
-    };
+    const stalled = stallClaims(adapter, (keys) => keys.length > 0);
     const delivered: string[] = [];
     const dispatcher = new Dispatcher({
       store,
@@ -284,7 +286,7 @@ describe('Dispatcher', () => {
     });
     const ac = new AbortController();
     const done = dispatcher.run(ac.signal);
-    await expect.poll(() => claimed).toBe(1);
+    await expect.poll(() => stalled.count).toBe(1);
     ac.abort();
     let stopped = false;
     void done.then(() => {
@@ -293,11 +295,11 @@ describe('Dispatcher', () => {
     await new Promise((resolve) => setImmediate(resolve));
     // The drain waits for the claim under way.
     expect(stopped).toBe(false);
-    release();
+    stalled.release();
     await done;
     expect(delivered).toEqual([]);
     // Given back: the next dispatcher claims it at once.
-    engine.begin = original;
+    stalled.restore();
     const next = new Dispatcher({
       store,
       processor: async (_tx, m) => void delivered.push(String(m.aggregateId)),
