@@ -150,7 +150,7 @@ export const createNatsBackend = defineBackend<
       claimTtlMs: s.claims.ttlMs,
       fireAheadMs: s.fireAheadMs,
       logger: ctx.logger,
-      serverNow: () => serverClock.now(),
+      serverLatest: () => serverClock.latest(),
     });
     ctx.onClose(logConnectionStatus(nc, ctx.logger, `nats backend ${layout.prefix}`));
     ctx.onClose(() => store.close());

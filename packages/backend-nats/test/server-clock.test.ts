@@ -40,6 +40,8 @@ describe('ServerClock', () => {
     hold?: Promise<void>;
     /** Fails the probes' writes while set. */
     fail?: Error;
+    /** Delays the probes' reads by this many ms while set. */
+    slowRead?: number;
   }
 
   /** The I/O of `io` with its probes counted, held back or failed at will. */
@@ -59,6 +61,7 @@ describe('ServerClock', () => {
           if (name === 'last')
             return async (...args: Parameters<NatsIo['last']>) => {
               const m = await target.last(...args);
+              if (state.slowRead) await sleep(state.slowRead);
               state.reads++;
               return m;
             };
@@ -79,6 +82,25 @@ describe('ServerClock', () => {
       expect(stored?.time).toBeGreaterThanOrEqual(Math.floor(reading));
     }
   });
+
+  it('keeps an upper bound at or above the server time when its probe comes back late, so this clock is not taken to run ahead', async () => {
+    const probed = counted();
+    const late = 2_500;
+    probed.slowRead = late;
+    const clock = new ServerClock(probed.io, where);
+    const lower = await clock.now();
+    const upper = await clock.latest();
+    // The probe's answer took 2.5 s to come back: the lower bound lags this (same) machine's clock by as
+    // much, which a check against it would read as a clock 2.5 s ahead of the server.
+    expect(Date.now() - lower).toBeGreaterThanOrEqual(late - 50);
+    expect(upper - lower).toBeGreaterThanOrEqual(late);
+    // The upper bound is at or above the timestamp of a write the server stored before it was read.
+    await io.publish(where.clock, '');
+    const stored = await io.last(where.leaseStream, where.clock);
+    expect(await clock.latest()).toBeGreaterThanOrEqual(stored!.time);
+    // Compared with it, this machine's clock (the server's, here) is not ahead.
+    expect(Date.now()).toBeLessThanOrEqual((await clock.latest()) + 50);
+  }, 20_000);
 
   it('answers from its last reading while the probe that refreshes it is under way', async () => {
     const probed = counted();

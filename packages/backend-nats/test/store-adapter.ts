@@ -16,7 +16,7 @@ const connections: NatsConnection[] = [];
  */
 export async function storeAdapterOn(
   namespace: string,
-  options: Partial<Pick<NatsStoreContext, 'claimTtlMs' | 'fireAheadMs' | 'serverNow'>> = {},
+  options: Partial<Pick<NatsStoreContext, 'claimTtlMs' | 'fireAheadMs' | 'serverLatest'>> = {},
 ): Promise<{ adapter: NatsStoreAdapter; io: NatsIo }> {
   const nc = await connectNats(NATS_STORE_URL);
   connections.push(nc);
@@ -30,7 +30,7 @@ export async function storeAdapterOn(
     claimTtlMs: 5000,
     fireAheadMs: 500,
     logger: silentLogger,
-    serverNow: async () => Date.now(),
+    serverLatest: async () => Date.now(),
     ...options,
   });
   return { adapter, io };

@@ -474,7 +474,7 @@ describe('nats store adapter', () => {
     const backend = await open();
     let clockDown = true;
     const { adapter } = await storeAdapterOn(backend.namespace, {
-      serverNow: async () => {
+      serverLatest: async () => {
         if (clockDown) throw new Error('the server clock cannot be read');
         return Date.now();
       },

@@ -43,8 +43,11 @@ export interface NatsStoreContext {
   /** How long before its due time a schedule's timer fires (held by the claiming process until due). */
   fireAheadMs: number;
   logger: Logger;
-  /** The server's time (a lower bound), in ms since the epoch: the clock the timers fire by. */
-  serverNow: () => Promise<number>;
+  /**
+   * The server's time as an upper bound, in ms since the epoch: the clock the timers fire by. A delivery
+   * whose `now` is later runs ahead of the server (see {@link NatsStoreAdapter.begin}).
+   */
+  serverLatest: () => Promise<number>;
 }
 
 /** A fire pulled from the fires consumer: its key, the timer it came from, and its due instant. */
@@ -213,7 +216,7 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
     const room = claim.limit - (unit.claimed?.length ?? 0);
     if (room > 0)
       try {
-        if (now > (await this.#c.serverNow()) + AHEAD_OF_SERVER_MS)
+        if (now > (await this.#c.serverLatest()) + AHEAD_OF_SERVER_MS)
           await this.#claimByReading(unit, now, room);
       } catch (error) {
         this.#c.logger.debug('nats store: reading what is due by a clock ahead of the server failed', {

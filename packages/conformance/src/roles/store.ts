@@ -14,7 +14,8 @@ const number = (value: unknown): number | undefined => (typeof value === 'number
  *   and never returns, so the parent can SIGKILL it mid-transaction; `hangAt: n` does so in the n-th
  *   processor it runs instead (the middle of a batch, with `batchSize` above n).
  * - `poison: <key>`: the processor of that key SIGKILLs its own process, every time it runs (a message
- *   that crashes its worker: out of memory, a native crash, a `process.exit` deep in a library).
+ *   that crashes its worker: out of memory, a native crash, a `process.exit` deep in a library), after
+ *   printing `POISONED <key> <failed attempts before this one>`.
  * - `concurrency`, `maxAttempts`, `retryDelay` (ms, default 50), `batchSize` (then `batchDuration` is
  *   600,000 ms unless given, so a batch runs every schedule it claimed), `batchDuration`, `pipeline`.
  * - `events: true`: prints `FAILED <key> <attempt> <error name>` and `DEAD <key> <attempts> <error name>`
@@ -38,6 +39,8 @@ const dispatch: Role = async ({ backend, args, signal }) => {
     retryDelay: number(args.retryDelay) ?? 50,
     processor: async (tx, message, { schedule }) => {
       if (schedule.key === poison) {
+        // Written synchronously (stdout is a pipe): the parent reads which attempt each crash was.
+        console.log(`POISONED ${schedule.key} ${schedule.attempts}`);
         process.kill(process.pid, 'SIGKILL');
         await new Promise(() => {});
       }

@@ -168,7 +168,20 @@ export function crashTests({ harness, capabilities }: SuiteContext): void {
       expect(restarts, 'restarts needed').toBeLessThanOrEqual(bound);
     }
     const dead = workers.flatMap((w) => w.lines.filter((l) => l.startsWith('DEAD ')));
-    // Every run of the poison message was a crash, and each crash was counted once.
+    // Every run of the poison message was a crash, and each crash was counted once: the n-th run saw
+    // n - 1 failed attempts.
+    const runs = workers.flatMap((w) => w.lines.filter((l) => l.startsWith('POISONED ')));
+    const trace = workers
+      .map((w, i) => {
+        const said = [...w.lines, ...w.stderr().split('\n')].filter(
+          (l) => l.includes(poison) || l.includes('ahead of the'),
+        );
+        return `process ${i + 1}: ${said.join(' | ')}`;
+      })
+      .join('\n');
+    expect(runs, `the poison's runs, by process:\n${trace}`).toEqual(
+      Array.from({ length: maxAttempts }, (_, n) => `POISONED ${poison} ${n}`),
+    );
     expect(restarts).toBe(maxAttempts);
     const letter = await store.loadDeadLetter(poison);
     expect(letter, 'the poison message in the dead letters').toBeDefined();
