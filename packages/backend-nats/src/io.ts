@@ -677,7 +677,10 @@ function stored(m: {
   return {
     subject: m.subject,
     seq: m.seq,
-    time: m.time.getTime(),
+    // Read when asked (the server clock's probe, listings): parsing the timestamp costs on every claim.
+    get time() {
+      return m.time.getTime();
+    },
     data: m.data,
     header: (name) => {
       const v = m.header?.get(name);

@@ -53,6 +53,8 @@ export interface NatsStoreContext {
 /** A fire pulled from the fires consumer: its key, the timer it came from, and its due instant. */
 interface Fire {
   key: string;
+  /** The subject of its key's record. */
+  record: string;
   id: string;
   due: number;
   /** Its latest delivery to this process (renewals and the acknowledgement go through it). */
@@ -283,8 +285,10 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
       this.#c.io.ack(m, '+TERM');
       return undefined;
     }
+    const key = this.#c.layout.keyOfFire(m.subject);
     return {
-      key: this.#c.layout.keyOfFire(m.subject),
+      key,
+      record: this.#c.layout.record(key),
       id,
       due,
       pulled: m,
@@ -309,9 +313,7 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
     if (candidates.length === 0) return { claimed, fires, claims, ended: false };
     let records: Map<string, StoredMessage>;
     try {
-      records = await io.lastOf(layout.storeStream, [
-        ...new Set(candidates.map((f) => layout.record(f.key))),
-      ]);
+      records = await io.lastOf(layout.storeStream, [...new Set(candidates.map((f) => f.record))]);
     } catch (error) {
       this.#hold(candidates);
       throw error;
@@ -319,16 +321,14 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
     const isCurrent = (fire: Fire, m: StoredMessage | undefined): m is StoredMessage =>
       m !== undefined && !isTombstone(m) && timerIdOf(m) === fire.id;
     // A replica a little behind may answer a direct get: a fire is found stale only by the leader.
-    const stale = candidates.filter((f) => !isCurrent(f, records.get(layout.record(f.key))));
+    const stale = candidates.filter((f) => !isCurrent(f, records.get(f.record)));
     if (stale.length > 0) {
       try {
-        const again = await Promise.all(
-          stale.map((f) => io.last(layout.storeStream, layout.record(f.key), true)),
-        );
+        const again = await Promise.all(stale.map((f) => io.last(layout.storeStream, f.record, true)));
         stale.forEach((f, i) => {
           const m = again[i];
-          if (m) records.set(layout.record(f.key), m);
-          else records.delete(layout.record(f.key));
+          if (m) records.set(f.record, m);
+          else records.delete(f.record);
         });
       } catch (error) {
         this.#hold(candidates);
@@ -337,13 +337,14 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
     }
     for (const fire of candidates) {
       this.#taking.delete(fire.pulled.seq);
-      const m = records.get(layout.record(fire.key));
-      if (isCurrent(fire, m) && this.#open.has(fire.key) && !fires.has(fire.key)) {
+      const m = records.get(fire.record);
+      const current = isCurrent(fire, m);
+      if (current && this.#open.has(fire.key) && !fires.has(fire.key)) {
         // Another open unit of this process claimed the key meanwhile: held until it ends.
         this.#early.set(fire.pulled.seq, fire);
         continue;
       }
-      if (!isCurrent(fire, m) || fires.has(fire.key)) {
+      if (!current || fires.has(fire.key)) {
         // Replaced, retried, cancelled or consumed since it fired (or a fire repeated by the server).
         this.#c.logger.debug('nats store: a stale fire dropped', {
           key: fire.key,
