@@ -4,6 +4,7 @@ import {
   type Consumer,
   type ConsumerMessages,
   DeliverPolicy,
+  JetStreamApiError,
   type JetStreamManager,
   type JsMsg,
   jetstream,
@@ -34,6 +35,30 @@ export async function scheduleStream(
     allow_direct: true,
     allow_msg_ttl: true,
   });
+  await untilServed(jsm, name);
+}
+
+/**
+ * Waits until the stream answers a publish through `jsm`'s connection: a replicated stream's subjects
+ * reach every server of a cluster a moment after it is created, and a publish before that finds no
+ * responders. The probe expects another stream's name, so the stream refuses it and stores nothing.
+ */
+async function untilServed(jsm: JetStreamManager, name: string): Promise<void> {
+  const js = jsm.jetstream();
+  await waitFor(
+    `stream ${name} to answer a publish`,
+    async () => {
+      const answer = await js
+        .publish(`${name}.probe`, '', { expect: { streamName: `${name}-not` }, timeout: 2000 })
+        .then(
+          () => 'stored' as const,
+          (error: unknown) => (error instanceof JetStreamApiError ? ('refused' as const) : undefined),
+        );
+      if (answer === 'stored') throw new Error(`stream ${name} stored a probe that expected another stream`);
+      return answer === 'refused';
+    },
+    { timeoutMs: 30_000, intervalMs: 100 },
+  );
 }
 
 /** The headers of a one-shot schedule firing into `target` at `dueMs` (plus `extra` headers). */
