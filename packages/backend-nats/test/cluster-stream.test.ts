@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { jetstreamManager, StorageType } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { untilServed } from './schedules.js';
 
 // The three-node NATS cluster `bash scripts/services.sh up --clusters` starts (JetStream on every node). This
 // file checks the cluster itself with the JetStream client alone (no duetime code): a meta leader answers the
@@ -114,6 +115,7 @@ describe('the NATS cluster (scripts/services.sh up --clusters)', () => {
     await until('the R3 stream to elect a leader', async () =>
       (await jsm.streams.info(name)).cluster?.leader ? true : undefined,
     );
+    await untilServed(jsm, name);
 
     const js = jsm.jetstream();
     for (let i = 1; i <= 5; i++) {

@@ -5,6 +5,7 @@ import { jetstreamManager, StorageType } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { connectNats } from '../src/index.js';
+import { untilServed } from './schedules.js';
 
 // PrivateNatsCluster (from '@duetime/testing'): a cluster of the test's own that tests lose
 // servers of. Checked with the JetStream client alone: it forms one cluster, finds a replicated stream's
@@ -47,6 +48,7 @@ describe('PrivateNatsCluster', () => {
     // A new R3 stream answers publishes once its replicas have elected a leader (before that: no
     // responders), which a loaded machine can delay past the stream's creation.
     await cluster.waitHealthy({ streams: [name] });
+    await untilServed(jsm, name);
     let acknowledged = 0;
     const publish = async (n: number) => {
       for (let i = 0; i < n; i++) {

@@ -43,7 +43,7 @@ export async function scheduleStream(
  * reach every server of a cluster a moment after it is created, and a publish before that finds no
  * responders. The probe expects another stream's name, so the stream refuses it and stores nothing.
  */
-async function untilServed(jsm: JetStreamManager, name: string): Promise<void> {
+export async function untilServed(jsm: JetStreamManager, name: string): Promise<void> {
   const js = jsm.jetstream();
   await waitFor(
     `stream ${name} to answer a publish`,
