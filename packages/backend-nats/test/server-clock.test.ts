@@ -1,4 +1,5 @@
 import { freshNamespace } from '@duetime/conformance';
+import { silentLogger } from '@duetime/core';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectNats } from '../src/index.js';
@@ -6,6 +7,7 @@ import { NatsIo } from '../src/io.js';
 import { layout } from '../src/layout.js';
 import { ServerClock } from '../src/server-clock.js';
 import { deleteOpened, NATS_STORE_URL, openOn } from './adapter.js';
+import { closeStoreAdapters, storeAdapterOn } from './store-adapter.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -17,9 +19,10 @@ describe('ServerClock', () => {
   let nc: NatsConnection;
   let io: NatsIo;
   let where: ReturnType<typeof layout>;
+  let namespace: string;
 
   beforeAll(async () => {
-    const namespace = freshNamespace();
+    namespace = freshNamespace();
     // A backend creates the streams the probe writes to.
     await openOn(NATS_STORE_URL, namespace);
     nc = await connectNats(NATS_STORE_URL);
@@ -27,6 +30,7 @@ describe('ServerClock', () => {
     where = layout(namespace);
   });
   afterAll(async () => {
+    await closeStoreAdapters();
     await nc?.close();
     await deleteOpened();
   });
@@ -100,6 +104,27 @@ describe('ServerClock', () => {
     expect(await clock.latest()).toBeGreaterThanOrEqual(stored!.time);
     // Compared with it, this machine's clock (the server's, here) is not ahead.
     expect(Date.now()).toBeLessThanOrEqual((await clock.latest()) + 50);
+  }, 20_000);
+
+  it('leaves a delivery on the server clock taking fires when the probe comes back late (it reads no records)', async () => {
+    const probed = counted();
+    probed.slowRead = 2_500;
+    const clock = new ServerClock(probed.io, where);
+    const warned: string[] = [];
+    const logger = { ...silentLogger, warn: (message: string) => void warned.push(message) };
+    /** Whether a delivery at this machine's time judged its clock ahead of the server's. */
+    const ahead = async (serverLatest: () => Promise<number>) => {
+      const { adapter } = await storeAdapterOn(namespace, { serverLatest, logger });
+      await adapter.rollback(await adapter.begin({ now: new Date(), limit: 10 }));
+      await adapter.close();
+      return warned.splice(0).some((w) => w.includes('ahead of the NATS server'));
+    };
+    // The reading deliveries use is taken (late) before they ask.
+    await clock.now();
+    // Judged against the lower bound, the late probe makes this machine's clock look 2.5 s ahead.
+    expect(await ahead(() => clock.now())).toBe(true);
+    expect(await ahead(() => clock.latest())).toBe(false);
+    expect(probed.probes).toBe(1);
   }, 20_000);
 
   it('answers from its last reading while the probe that refreshes it is under way', async () => {

@@ -16,7 +16,7 @@ const connections: NatsConnection[] = [];
  */
 export async function storeAdapterOn(
   namespace: string,
-  options: Partial<Pick<NatsStoreContext, 'claimTtlMs' | 'fireAheadMs' | 'serverLatest'>> = {},
+  options: Partial<Pick<NatsStoreContext, 'claimTtlMs' | 'fireAheadMs' | 'serverLatest' | 'logger'>> = {},
 ): Promise<{ adapter: NatsStoreAdapter; io: NatsIo }> {
   const nc = await connectNats(NATS_STORE_URL);
   connections.push(nc);
