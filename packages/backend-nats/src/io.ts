@@ -677,7 +677,7 @@ function stored(m: {
   return {
     subject: m.subject,
     seq: m.seq,
-    // Read when asked (the server clock's probe, listings): parsing the timestamp costs on every claim.
+    // Parsed when asked (the clock probe, leases, cursors, listings): a claim never needs it.
     get time() {
       return m.time.getTime();
     },
