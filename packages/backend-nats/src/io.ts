@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import {
   type CompletionResult,
+  type Consumer,
   type ConsumerMessages,
   type DirectBatchOptions,
   type DirectLastFor,
@@ -95,6 +96,13 @@ export type BatchResult =
 const SWEEP_BUFFER = 10_000;
 /** How long a sweep waits for its next message before finishing with batch direct gets. */
 const SWEEP_IDLE_MS = 1000;
+/**
+ * How long the server keeps a sweep's consumer once nothing asks it for messages: the consumer of a
+ * process that died during a read goes after this (the client's default is five minutes). A sweep that
+ * ends deletes its consumer at once: NATS 2.15 and later allow a stream 1,000 consumers unless it sets
+ * another limit, and consumers left behind by frequent listings would reach it.
+ */
+const SWEEP_INACTIVE_MS = 30_000;
 
 /** The largest batch a NATS server takes by default (its `max_batch_size` limit). */
 export const MAX_ATOMIC_BATCH = 1000;
@@ -422,14 +430,19 @@ export class NatsIo {
    */
   async *sweep(stream: string, filter: string): AsyncGenerator<StoredMessage> {
     const operation = `read ${filter} from stream ${stream}`;
+    let consumer: Consumer | undefined;
     let messages: ConsumerMessages;
     let total: number;
     try {
-      const consumer = await this.js.consumers.get(stream, { filter_subjects: [filter] });
+      consumer = await this.js.consumers.get(stream, {
+        filter_subjects: [filter],
+        inactive_threshold: SWEEP_INACTIVE_MS,
+      });
       messages = await consumer.consume({ max_messages: SWEEP_BUFFER });
       const info = await consumer.info(true);
       total = info.num_pending + info.delivered.consumer_seq;
     } catch (error) {
+      await consumer?.delete().catch(() => undefined);
       throw this.error(error, operation);
     }
     // A watchdog, not a timer per message; time spent by the caller between messages does not count.
@@ -456,6 +469,8 @@ export class NatsIo {
     } finally {
       clearInterval(watchdog);
       messages.stop();
+      // Gone already when the connection closed or the server dropped it: nothing left to delete then.
+      await consumer.delete().catch(() => undefined);
     }
     if (ended) {
       // The consumer may have run on a replica a little behind the leader.

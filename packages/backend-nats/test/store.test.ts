@@ -217,6 +217,30 @@ describe('nats store adapter', () => {
     expect(await store.countSchedules({ prefix: 'count/2/', limit: 5000 })).toBe(500);
   }, 60_000);
 
+  it('leaves no consumer behind a read: more listings than the 1,000 consumers NATS 2.15 allows a stream', async () => {
+    const { namespace, adapter, io } = await pendingOn('sweep', 30);
+    const l = layout(namespace);
+    const consumers = async () => (await io.jsm.consumers.list(l.storeStream).next()).map((c) => c.name);
+    const before = await consumers();
+    expect(before).toEqual([l.firesConsumer]);
+    // A read in progress has a consumer of its own, which the server drops 30 s after its reader stops
+    // asking (a process that died during the read), not after the client's default of five minutes.
+    for await (const _ of io.sweep(l.storeStream, l.recordFilter(''))) {
+      const during = await io.jsm.consumers.list(l.storeStream).next();
+      const sweeping = during.filter((c) => c.name !== l.firesConsumer);
+      expect(sweeping.map((c) => c.config.inactive_threshold)).toEqual([30_000_000_000]);
+      break; // a read broken off by its caller deletes its consumer as well
+    }
+    expect(await consumers()).toEqual(before);
+    for (let i = 0; i < 1005; i++) {
+      // Counts that stop at their limit, and listings of a prefix with nothing under it.
+      expect(await adapter.countSchedules({ order: 'at', limit: 1 })).toBe(1);
+      expect(await adapter.listSchedules({ order: 'at', prefix: 'none/', limit: 10 })).toEqual([]);
+    }
+    expect((await adapter.listSchedules({ order: 'at', limit: 100 })).length).toBe(30);
+    expect(await consumers()).toEqual(before);
+  }, 120_000);
+
   it('throws, never returns a short listing, when the connection closes while records stream in', async () => {
     const { namespace, adapter, io } = await pendingOn('short', 300);
     expect(await adapter.countSchedules({ order: 'at', limit: 1000 })).toBe(300);

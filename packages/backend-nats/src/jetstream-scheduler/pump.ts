@@ -244,6 +244,8 @@ class PumpRun {
     const messages = await consumer.consume();
     this.#stoppers.push(async () => {
       await messages.close();
+      // An ordered consumer outlives its reader by five minutes unless deleted.
+      await consumer.delete().catch(() => undefined);
     });
     void (async () => {
       for await (const m of messages) this.#track(m, kind);
