@@ -46,8 +46,10 @@ export async function drainDue(
       },
       { timeoutMs: options.timeoutMs, intervalMs: 50 },
     );
-  } catch {
-    // Whatever is still due now is reported as stuck by the audit.
+  } catch (error) {
+    // Whatever is still due now is reported as stuck by the audit; the wait's last answer (a schedule
+    // still due, or the error every poll ended with) goes in the log.
+    console.log(`[drain] ${error instanceof Error ? error.message : String(error)}`);
     drainedAt = Date.now();
   } finally {
     await dispatcher.drain();
