@@ -38,6 +38,8 @@ export interface CrashLoopResult {
   timeline(): string[];
   /** Instants of the occurrences the workers' schedulers recorded as failed or skipped. */
   reported(): number[];
+  /** Every worker's stderr lines (the last few thousand characters of each) that mention `text`. */
+  mentions(text: string): string[];
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -157,7 +159,15 @@ export async function runCrashLoop(options: CrashLoopOptions): Promise<CrashLoop
         .filter((line) => /^RECORD (failed|skipped)\//.test(line))
         .map((line) => Number(line.split(' ')[2])),
     );
-  return { driver, kills, leaderKills, spawned, startedAt, exitCodes, timeline, reported };
+  const mentions = (text: string) =>
+    everyWorker.flatMap((w) =>
+      w
+        .stderr()
+        .split('\n')
+        .filter((line) => line.includes(text))
+        .map((line) => `${w.pid} ${line}`),
+    );
+  return { driver, kills, leaderKills, spawned, startedAt, exitCodes, timeline, reported, mentions };
 }
 
 /** Whether the worker's last leadership line says it leads. */

@@ -1,4 +1,5 @@
 import { connectNats } from '@duetime/backend-nats';
+import type { AuditFigures } from './audit.js';
 
 interface StoredMsg {
   subject: string;
@@ -16,6 +17,16 @@ function headersOf(hdrs: string | undefined): string {
     .slice(1)
     .filter((line) => line.length > 0)
     .join('; ');
+}
+
+/** The keys an audit found lost or left pending past their due time (the first `max`). */
+export function keysInTrouble(figures: AuditFigures, max = 8): string[] {
+  const keys = new Set(figures.lostPuts.map((p) => p.key));
+  for (const problem of figures.problems) {
+    const key = /^(\S+): /.exec(problem)?.[1];
+    if (key && /stuck|pending/.test(problem)) keys.add(key);
+  }
+  return [...keys].slice(0, max);
 }
 
 /**

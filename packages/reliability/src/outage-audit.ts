@@ -4,7 +4,7 @@ import { type AuditFigures, audit, describeFigures } from './audit.js';
 import { collect, drainDue } from './collect.js';
 import { createEffectTable } from './effects.js';
 import { ErrorTally } from './logging.js';
-import { describeNatsKeys } from './nats-diagnose.js';
+import { describeNatsKeys, keysInTrouble } from './nats-diagnose.js';
 import { OUTAGE_SCHEDULE, OUTAGE_SCOPE, type OutageRunResult, runOutages } from './outage-run.js';
 import {
   type FaultInjector,
@@ -114,12 +114,7 @@ export async function auditedOutageRun(options: {
     );
     if (target.kind === 'nats' && (figures.lost > 0 || figures.stuck > 0)) {
       // Where each key stands in the stream (record, timer, latest fire) and the fires consumer.
-      const keys = new Set(figures.lostPuts.map((p) => p.key));
-      for (const problem of figures.problems) {
-        const key = /^(\S+): /.exec(problem)?.[1];
-        if (key && /stuck|pending/.test(problem)) keys.add(key);
-      }
-      for (const line of await describeNatsKeys(target.url, target.prefix, [...keys].slice(0, 8)))
+      for (const line of await describeNatsKeys(target.url, target.prefix, keysInTrouble(figures)))
         log(`${label} store: ${line}`);
     }
     if (figures.ticksLost > 0)
