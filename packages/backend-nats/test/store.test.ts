@@ -13,6 +13,7 @@ import {
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { connectNats } from '../src/index.js';
 import { NatsIo } from '../src/io.js';
+import { H } from '../src/jetstream-scheduler/headers.js';
 import { layout } from '../src/layout.js';
 import type { NatsStoreAdapter } from '../src/store/adapter.js';
 import { deleteOpened, NATS_STORE_URL, openOn } from './adapter.js';
@@ -492,6 +493,40 @@ describe('nats store adapter', () => {
     expect(await store.nextDueAt()).toBeUndefined();
     // A replaced one was delivered at most before its replacement, never after it.
     for (const [key, versions] of delivered) expect(versions.at(-1), key).toBe(2);
+  }, 60_000);
+
+  it('looks at a lost timer again when the process that found its stale fire dies before it looked', async () => {
+    const namespace = freshNamespace();
+    const backend = await openOn(NATS_STORE_URL, namespace, { claims: { ttlMs: 1000 } });
+    backends.push(backend);
+    const l = layout(namespace);
+    await backend.store.transact((tx) => tx.schedule('lost/1', new Date(Date.now() + 2500), msg('l')));
+    // The server lost the schedule's timer (as when a timer replaces one just as it fires) and a fire of
+    // the key's earlier timer comes: the trace that makes a process look at the timer.
+    const { adapter: dying, io } = await storeAdapterOn(namespace, { claimTtlMs: 1000 });
+    await io.purge(l.storeStream, { filter: l.timer('lost/1') });
+    await io.publish(l.fire('lost/1'), '', {
+      headers: { [H.timer]: 'earlier', [H.due]: String(Date.now() - 10) },
+    });
+    const unit = await dying.begin({ now: new Date(), limit: 10 });
+    expect(unit.claimed).toEqual([]);
+    // It dies before it looks (200 ms after the stale fire): the fire comes again to another process.
+    await io.nc.close();
+    const delivered: string[] = [];
+    const controller = new AbortController();
+    const running = new Dispatcher({
+      store: backend.store,
+      processor: async (_tx, _m, { schedule }) => {
+        delivered.push(schedule.key);
+      },
+    }).run(controller.signal);
+    await waitFor('the schedule delivered after its timer was written again', () => delivered.length > 0, {
+      timeoutMs: 20_000,
+    });
+    controller.abort();
+    await running;
+    expect(delivered).toEqual(['lost/1']);
+    expect(await backend.store.nextDueAt()).toBeUndefined();
   }, 60_000);
 
   it('keeps no claim of a delivery whose server clock could not be read (an outage as it claims)', async () => {

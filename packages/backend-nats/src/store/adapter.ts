@@ -352,9 +352,11 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
           fire: fire.pulled.seq,
           record: m ? { seq: m.seq, timer: isTombstone(m) ? 'deleted' : timerIdOf(m) } : 'none',
         });
-        io.ack(fire.pulled, '+ACK');
-        // A timer replaced just as it fired: the server may drop the new timer with the old one.
-        if (m && !isTombstone(m)) this.#checkTimer(fire.key, m);
+        // A timer replaced just as it fired: the server may drop the new timer with the old one. The
+        // fire is acknowledged once its key's timer was looked at: a process that dies first leaves it to
+        // be delivered again, and looked at again, elsewhere.
+        if (!current && m && !isTombstone(m)) this.#checkTimer(fire, m);
+        else io.ack(fire.pulled, '+ACK');
         continue;
       }
       const schedule = toSchedule(fire.key, m, versionBase) as Schedule;
@@ -369,16 +371,19 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
   }
 
   /**
-   * Sees that a live record's timer is still there after a stale fire of the same key: NATS 2.15 drops a
-   * message schedule replaced within milliseconds of the instant the replaced one fires (the old one fires,
-   * the new one is gone; test/timer-replaced-as-it-fires.test.ts). A stale fire is that race's trace, so
-   * its key is looked at (a moment later, once the server is done with the old one): when the record is
-   * unchanged, its timer is not on `t.<key>` and no fire of it is on `f.<key>`, the timer is written again
-   * (compare-and-set on `t.<key>`, so a newer timer always wins). At worst a fire comes twice: the second
-   * is stale once the first was consumed.
+   * Sees that a live record's timer is still there after a stale fire of its key, then acknowledges the
+   * fire: NATS 2.15 drops a message schedule replaced within milliseconds of the instant the replaced one
+   * fires (the old one fires, the new one is gone; test/timer-replaced-as-it-fires.test.ts). A stale fire
+   * is that race's trace, so its key is looked at (a moment later, once the server is done with the old
+   * one): when the record is unchanged, its timer is not on `t.<key>` and no fire of it is on `f.<key>`,
+   * the timer is written again (compare-and-set on `t.<key>`, so a newer timer always wins). At worst a
+   * fire comes twice: the second is stale once the first was consumed. Until the look is done the stale
+   * fire stays unacknowledged, so that a crash (or an outage) in between has the consumer deliver it
+   * again, to a process that looks again, instead of leaving the schedule without a timer for good.
    */
-  #checkTimer(key: string, record: StoredMessage): void {
+  #checkTimer(fire: Fire, record: StoredMessage): void {
     const { io, layout, versionBase, fireAheadMs, logger } = this.#c;
+    const { key } = fire;
     const id = timerIdOf(record);
     void (async () => {
       await sleep(TIMER_CHECK_DELAY_MS);
@@ -387,22 +392,32 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
       const [r, t, f] = await io
         .lastOf(layout.storeStream, subjects)
         .then((found) => subjects.map((s) => found.get(s)));
-      if (!r || r.seq !== record.seq) return;
-      if (t && t.header(DELETED) === undefined && t.header(H.timer) === id) return;
-      if (f && f.header(H.timer) === id) return;
       const schedule = toSchedule(key, record, versionBase);
-      if (!schedule) return;
-      const timer = timerMessage(layout, key, schedule.dueAt.getTime(), id, fireAheadMs);
-      const written = await io.publish(timer.subject, timer.data, {
-        headers: timer.headers,
-        expectSubjectSeq: t?.seq ?? 0,
-      });
-      logger.warn('nats store: a schedule lost its timer to a replaced one that fired; timer written again', {
-        key,
-        timer: id,
-        written: written !== 'conflict',
-      });
-    })().catch((error: unknown) => logger.debug?.('nats store: checking a timer failed', { key, error }));
+      const missing =
+        r?.seq === record.seq &&
+        !(t && t.header(DELETED) === undefined && t.header(H.timer) === id) &&
+        f?.header(H.timer) !== id &&
+        schedule !== undefined;
+      if (missing) {
+        const timer = timerMessage(layout, key, schedule.dueAt.getTime(), id, fireAheadMs);
+        const written = await io.publish(timer.subject, timer.data, {
+          headers: timer.headers,
+          expectSubjectSeq: t?.seq ?? 0,
+        });
+        logger.warn(
+          'nats store: a schedule lost its timer to a replaced one that fired; timer written again',
+          {
+            key,
+            timer: id,
+            written: written !== 'conflict',
+          },
+        );
+      }
+      io.ack(fire.pulled, '+ACK');
+    })().catch((error: unknown) =>
+      // Left unacknowledged: the consumer delivers the stale fire again after its `ack_wait`.
+      logger.debug?.('nats store: checking a timer failed; the stale fire comes again', { key, error }),
+    );
   }
 
   async commit(unit: NatsUnit, changes: Changes): Promise<ReadonlyMap<string, Error>> {
