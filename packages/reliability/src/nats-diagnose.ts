@@ -6,6 +6,7 @@ interface StoredMsg {
   seq: number;
   time: string;
   hdrs?: string;
+  data?: string;
 }
 
 /** A message's headers as one line (`Name: value; …`), from the base64 block the JetStream API answers. */
@@ -60,9 +61,11 @@ export async function describeNatsKeys(
         const subject = `${prefix}.${kind}.${tokens}`;
         const reply = await api(`$JS.API.STREAM.MSG.GET.${stream}`, { last_by_subj: subject });
         const m = reply.message as StoredMsg | undefined;
+        // A record's body says which version it is (attempts, last error, its timer's id, due time).
+        const body = m?.data ? ` ${Buffer.from(m.data, 'base64').toString('utf8').slice(0, 300)}` : '';
         lines.push(
           m
-            ? `${key} ${kind}: seq ${m.seq} at ${m.time} ${headersOf(m.hdrs)}`
+            ? `${key} ${kind}: seq ${m.seq} at ${m.time} ${headersOf(m.hdrs)}${body}`
             : `${key} ${kind}: none (${reply.error?.description ?? 'no message'})`,
         );
       }

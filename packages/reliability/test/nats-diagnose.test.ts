@@ -20,7 +20,11 @@ describe('describeNatsKeys', () => {
       });
       const lines = await describeNatsKeys(target.url, target.prefix, ['k/g1/7', 'k/g1/8']);
       expect(lines[0]).toMatch(/^fires consumer: /);
-      expect(lines.find((l) => l.startsWith('k/g1/7 s:'))).toMatch(/^k\/g1\/7 s: seq \d+ at \S+/);
+      // With the record's body: its attempts, its timer's id and its due time.
+      expect(lines.find((l) => l.startsWith('k/g1/7 s:'))).toMatch(
+        /^k\/g1\/7 s: seq \d+ at \S+ .*\{.*"n":0.*"t":"[^"]+"/,
+      );
+      expect(lines.find((l) => l.startsWith('k/g1/7 t:'))).toMatch(/Nats-Schedule: @at /);
       expect(lines.find((l) => l.startsWith('k/g1/8 s:'))).toMatch(/^k\/g1\/8 s: none \(/);
     } finally {
       await backend.close();
