@@ -77,3 +77,16 @@ export async function describeNatsKeys(
   }
   return lines;
 }
+
+/**
+ * For a run on NATS whose audit found schedules lost or left pending: where each such key stands in the
+ * stream and the state of the fires consumer (nothing for other backends or a clean audit).
+ */
+export async function describeTrouble(
+  target: { kind: string; url?: string; prefix?: string },
+  figures: AuditFigures,
+): Promise<string[]> {
+  if (target.kind !== 'nats' || !target.url || !target.prefix) return [];
+  if (figures.lost === 0 && figures.stuck === 0) return [];
+  return describeNatsKeys(target.url, target.prefix, keysInTrouble(figures));
+}

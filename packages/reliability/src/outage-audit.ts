@@ -4,7 +4,7 @@ import { type AuditFigures, audit, describeFigures } from './audit.js';
 import { collect, drainDue } from './collect.js';
 import { createEffectTable } from './effects.js';
 import { ErrorTally } from './logging.js';
-import { describeNatsKeys, keysInTrouble } from './nats-diagnose.js';
+import { describeTrouble } from './nats-diagnose.js';
 import { OUTAGE_SCHEDULE, OUTAGE_SCOPE, type OutageRunResult, runOutages } from './outage-run.js';
 import {
   type FaultInjector,
@@ -112,11 +112,7 @@ export async function auditedOutageRun(options: {
     log(
       `${label} faults ${JSON.stringify(run.outages)}; errors reported ${JSON.stringify(errorCodes)}, by the application's own SQL ${run.errors.application}; due-index repairs ${dueIndexRepairs(run)}`,
     );
-    if (target.kind === 'nats' && (figures.lost > 0 || figures.stuck > 0)) {
-      // Where each key stands in the stream (record, timer, latest fire) and the fires consumer.
-      for (const line of await describeNatsKeys(target.url, target.prefix, keysInTrouble(figures)))
-        log(`${label} store: ${line}`);
-    }
+    for (const line of await describeTrouble(target, figures)) log(`${label} store: ${line}`);
     if (figures.ticksLost > 0)
       for (const r of run.records)
         log(

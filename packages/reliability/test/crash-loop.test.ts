@@ -6,7 +6,7 @@ import { collect, drainDue } from '../src/collect.js';
 import { runCrashLoop } from '../src/crash-loop.js';
 import { createEffectTable } from '../src/effects.js';
 import { SIZES, selectedBackends } from '../src/mode.js';
-import { describeNatsKeys, keysInTrouble } from '../src/nats-diagnose.js';
+import { describeTrouble, keysInTrouble } from '../src/nats-diagnose.js';
 import { Random, runSeed } from '../src/random.js';
 import { recordResult } from '../src/results.js';
 import { CHAOS_SCHEDULE, CHAOS_SCOPE } from '../src/roles.js';
@@ -73,13 +73,10 @@ describe.each(selectedBackends(BACKENDS))('crash loop on %s', (kind) => {
       });
       const problems = figures.problems.join('\n');
       if (figures.problems.length > 0) console.log(`${label} timeline:\n${run.timeline().join('\n')}`);
-      if (target.kind === 'nats' && (figures.lost > 0 || figures.stuck > 0)) {
-        // Where each key stands in the stream (record, timer, latest fire), and what workers said of it.
-        const keys = keysInTrouble(figures);
-        for (const line of await describeNatsKeys(target.url, target.prefix, keys))
-          console.log(`${label} store: ${line}`);
-        for (const key of keys) for (const line of run.mentions(key)) console.log(`${label} worker ${line}`);
-      }
+      // On NATS, where each lost or stranded key stands in the stream, and what the workers said of it.
+      for (const line of await describeTrouble(target, figures)) console.log(`${label} store: ${line}`);
+      for (const key of keysInTrouble(figures))
+        for (const line of run.mentions(key)) console.log(`${label} worker ${line}`);
       expect(run.kills, 'kills').toBe(SIZES.kills);
       expect(run.exitCodes, 'workers drained and exited 0 on SIGTERM').toEqual(run.exitCodes.map(() => 0));
       expect(figures.lost, problems).toBe(0);

@@ -1,6 +1,7 @@
 import { freshNamespace } from '@duetime/conformance';
 import { describe, expect, it } from 'vitest';
-import { describeNatsKeys } from '../src/nats-diagnose.js';
+import type { AuditFigures } from '../src/audit.js';
+import { describeNatsKeys, describeTrouble } from '../src/nats-diagnose.js';
 import { assertServiceUp, dropTarget, newTarget, openTarget } from '../src/targets.js';
 
 /** What an outage run prints about a lost schedule on NATS: the key's record as the stream holds it. */
@@ -26,6 +27,20 @@ describe('describeNatsKeys', () => {
       );
       expect(lines.find((l) => l.startsWith('k/g1/7 t:'))).toMatch(/Nats-Schedule: @at /);
       expect(lines.find((l) => l.startsWith('k/g1/8 s:'))).toMatch(/^k\/g1\/8 s: none \(/);
+      // What a failing run prints: the keys its audit found stranded, and nothing for a clean audit.
+      const figures = {
+        lost: 0,
+        stuck: 1,
+        lostPuts: [],
+        problems: ['k/g1/7: due 2026-12-06T16:23:25.352Z and still pending (version 3)'],
+      } as unknown as AuditFigures;
+      const trouble = await describeTrouble(target, figures);
+      expect(trouble.filter((l) => l.startsWith('k/g1/7 ')).map((l) => l.slice(0, 9))).toEqual([
+        'k/g1/7 s:',
+        'k/g1/7 t:',
+        'k/g1/7 f:',
+      ]);
+      expect(await describeTrouble(target, { ...figures, stuck: 0, problems: [] })).toEqual([]);
     } finally {
       await backend.close();
       await dropTarget(target);
