@@ -16,7 +16,9 @@ const connections: NatsConnection[] = [];
  */
 export async function storeAdapterOn(
   namespace: string,
-  options: Partial<Pick<NatsStoreContext, 'claimTtlMs' | 'fireAheadMs' | 'serverLatest' | 'logger'>> = {},
+  options: Partial<
+    Pick<NatsStoreContext, 'claimTtlMs' | 'fireAheadMs' | 'serverLatest' | 'logger' | 'timerCheckDelayMs'>
+  > = {},
 ): Promise<{ adapter: NatsStoreAdapter; io: NatsIo }> {
   const nc = await connectNats(NATS_STORE_URL);
   connections.push(nc);

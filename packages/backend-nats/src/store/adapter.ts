@@ -42,6 +42,8 @@ export interface NatsStoreContext {
   claimTtlMs: number;
   /** How long before its due time a schedule's timer fires (held by the claiming process until due). */
   fireAheadMs: number;
+  /** How long after a stale fire its key's timer is looked at (tests; {@link TIMER_CHECK_DELAY_MS} unless given). */
+  timerCheckDelayMs?: number;
   logger: Logger;
   /**
    * The server's time as an upper bound, in ms since the epoch: the clock the timers fire by. A delivery
@@ -382,11 +384,11 @@ export class NatsStoreAdapter implements StoreAdapter<undefined, NatsUnit> {
    * again, to a process that looks again, instead of leaving the schedule without a timer for good.
    */
   #checkTimer(fire: Fire, record: StoredMessage): void {
-    const { io, layout, versionBase, fireAheadMs, logger } = this.#c;
+    const { io, layout, versionBase, fireAheadMs, logger, timerCheckDelayMs } = this.#c;
     const { key } = fire;
     const id = timerIdOf(record);
     void (async () => {
-      await sleep(TIMER_CHECK_DELAY_MS);
+      await sleep(timerCheckDelayMs ?? TIMER_CHECK_DELAY_MS);
       if (io.closed) return;
       const subjects = [layout.record(key), layout.timer(key), layout.fire(key)];
       const [r, t, f] = await io
