@@ -194,7 +194,7 @@ describe('Redis Cluster', () => {
       const prefix = freshPrefix();
       const backend = await open(prefix, {
         waitForReplicas: { replicas: 2, timeoutMs: 100 },
-        commitRetryWindow: 500,
+        commitTimeoutMs: 500,
       });
       const error = await backend.store
         .transact((tx) => tx.schedule('two/replicas', new Date(Date.now() + HOUR), message('t')))

@@ -42,7 +42,7 @@ describe('waitForReplicas', () => {
     const backend = await fx.open(prefix, {
       logger,
       waitForReplicas: { replicas: 1, timeoutMs: 50 },
-      commitRetryWindow: 0,
+      commitTimeoutMs: 0,
     });
     expect(logger.lines).toContain(
       'warn: redis has fewer replicas than waitForReplicas asks for: replicated writes will fail until more connect',

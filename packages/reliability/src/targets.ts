@@ -27,7 +27,7 @@ export type TargetSpec =
       kind: 'redis';
       url: string;
       prefix: string;
-      commitRetryWindow?: number;
+      commitTimeoutMs?: number;
       /** Every node of a Redis Cluster: the backend then talks through an ioredis `Cluster` seeded with them. */
       cluster?: string[];
       waitForReplicas?: { replicas: number; timeoutMs?: number };
@@ -192,7 +192,7 @@ export async function openTarget(spec: TargetSpec, options: OpenOptions = {}): P
         prefix: spec.prefix,
         connectTimeoutMs: 3000,
         requestTimeoutMs: 5000,
-        ...(spec.commitRetryWindow !== undefined ? { commitTimeoutMs: spec.commitRetryWindow } : {}),
+        ...(spec.commitTimeoutMs !== undefined ? { commitTimeoutMs: spec.commitTimeoutMs } : {}),
         ...(spec.waitForReplicas ? { waitForReplicas: spec.waitForReplicas } : {}),
       };
       if (!spec.cluster) return createRedisBackend({ url: spec.url }, options);

@@ -174,7 +174,7 @@ const PERSISTENCE = [
 describe.runIf(runs.length > 0)('a single Redis server SIGKILLed under load and restarted', () => {
   it.each(PERSISTENCE)('$name: $promise, and fencing tokens still grow', async ({ name, args, keeps }) => {
     const server = await PrivateRedisServer.start({ serverArgs: [...args] });
-    const backend = await createRedisBackend({ url: server.url }, { prefix: 'crash', commitRetryWindow: 0 });
+    const backend = await createRedisBackend({ url: server.url }, { prefix: 'crash', commitTimeoutMs: 0 });
     try {
       const before = await backend.leases.acquire('lease', 'before', 60_000);
       // Each committer's acknowledged commits, in order.
