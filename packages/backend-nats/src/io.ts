@@ -450,8 +450,11 @@ export class NatsIo {
     let withCaller = false;
     let lastSeq = 0;
     let ended = total === 0;
+    let stalled = false;
     const watchdog = setInterval(() => {
-      if (!withCaller && performance.now() - last > SWEEP_IDLE_MS) messages.stop();
+      if (withCaller || performance.now() - last <= SWEEP_IDLE_MS) return;
+      stalled = true;
+      messages.stop();
     }, SWEEP_IDLE_MS / 4);
     try {
       if (!ended)
@@ -470,7 +473,10 @@ export class NatsIo {
       clearInterval(watchdog);
       messages.stop();
       // Gone already when the connection closed or the server dropped it: nothing left to delete then.
-      await consumer.delete().catch(() => undefined);
+      const deleted = consumer.delete().catch(() => undefined);
+      // After a stall the network may be what stalls: the delete is sent, not waited for (it would hold
+      // the read up to the request timeout; the server drops the consumer 30 s after its reader stopped).
+      if (!stalled) await deleted;
     }
     if (ended) {
       // The consumer may have run on a replica a little behind the leader.

@@ -291,6 +291,58 @@ describe('nats store adapter', () => {
     expect([...seqs].sort((a, b) => a - b)).toEqual(seqs);
   }, 60_000);
 
+  it("finishes a stalled listing without waiting for its consumer's delete, and still sends it", async () => {
+    const { namespace, io } = await pendingOn('stall-delete', 200);
+    const l = layout(namespace);
+    const others = async () =>
+      (await io.jsm.consumers.list(l.storeStream).next())
+        .map((c) => c.name)
+        .filter((n) => n !== l.firesConsumer);
+    // The delivery stops after 50 records, and the delete of the read's consumer gets no answer until
+    // released (as over a network that stalled): the read goes on with direct gets.
+    alterSweepDelivery(io, (real) => {
+      let release = () => {};
+      return Object.assign(
+        (async function* () {
+          let n = 0;
+          for await (const m of real) {
+            if (++n > 50) {
+              await new Promise<void>((resolve) => {
+                release = resolve;
+              });
+              return;
+            }
+            yield m;
+          }
+        })(),
+        {
+          stop() {
+            real.stop();
+            release();
+          },
+        },
+      );
+    });
+    const held: Array<() => Promise<unknown>> = [];
+    const get = io.js.consumers.get.bind(io.js.consumers);
+    io.js.consumers.get = (async (...args: Parameters<typeof get>) => {
+      const consumer = await get(...args);
+      const remove = consumer.delete.bind(consumer);
+      consumer.delete = () => {
+        held.push(remove);
+        return new Promise<boolean>(() => {});
+      };
+      return consumer;
+    }) as typeof get;
+    const seqs: number[] = [];
+    for await (const m of io.sweep(l.storeStream, l.recordFilter(''))) seqs.push(m.seq);
+    expect(new Set(seqs).size).toBe(200);
+    expect(held).toHaveLength(1);
+    expect(await others()).toHaveLength(1);
+    await held[0]?.();
+    expect(await others()).toEqual([]);
+  }, 60_000);
+
   it('tells the due backlog from the timers that fired, reading no schedule that waits for later', async () => {
     const { store, namespace } = await open();
     const now = Date.now();
