@@ -45,6 +45,33 @@ async function subjectsByKind(namespace: string): Promise<Map<string, string[]>>
   }
 }
 
+/** Makes every sweep of `io` stall after `count` records: nothing more comes until the sweep stops it. */
+function stallSweepAfter(io: NatsIo, count: number): void {
+  alterSweepDelivery(io, (real) => {
+    let release = () => {};
+    return Object.assign(
+      (async function* () {
+        let n = 0;
+        for await (const m of real) {
+          if (++n > count) {
+            await new Promise<void>((resolve) => {
+              release = resolve;
+            });
+            return;
+          }
+          yield m;
+        }
+      })(),
+      {
+        stop() {
+          real.stop();
+          release();
+        },
+      },
+    );
+  });
+}
+
 /** The store adapter of the backend under `namespace` (opened already), on a connection of its own. */
 async function adapterOf(namespace: string): Promise<NatsStoreAdapter> {
   return (await storeAdapterOn(namespace)).adapter;
@@ -260,29 +287,7 @@ describe('nats store adapter', () => {
   it('finishes a listing whose streamed delivery stalls with direct gets: every record once', async () => {
     const { namespace, io } = await pendingOn('stall', 400);
     // The server stops sending after 150 records (as when one counted as pending was rolled up first).
-    alterSweepDelivery(io, (real) => {
-      let release = () => {};
-      return Object.assign(
-        (async function* () {
-          let n = 0;
-          for await (const m of real) {
-            if (++n > 150) {
-              await new Promise<void>((resolve) => {
-                release = resolve;
-              });
-              return;
-            }
-            yield m;
-          }
-        })(),
-        {
-          stop() {
-            real.stop();
-            release();
-          },
-        },
-      );
-    });
+    stallSweepAfter(io, 150);
     const l = layout(namespace);
     const seqs: number[] = [];
     for await (const m of io.sweep(l.storeStream, l.recordFilter(''))) seqs.push(m.seq);
@@ -300,29 +305,7 @@ describe('nats store adapter', () => {
         .filter((n) => n !== l.firesConsumer);
     // The delivery stops after 50 records, and the delete of the read's consumer gets no answer until
     // released (as over a network that stalled): the read goes on with direct gets.
-    alterSweepDelivery(io, (real) => {
-      let release = () => {};
-      return Object.assign(
-        (async function* () {
-          let n = 0;
-          for await (const m of real) {
-            if (++n > 50) {
-              await new Promise<void>((resolve) => {
-                release = resolve;
-              });
-              return;
-            }
-            yield m;
-          }
-        })(),
-        {
-          stop() {
-            real.stop();
-            release();
-          },
-        },
-      );
-    });
+    stallSweepAfter(io, 50);
     const held: Array<() => Promise<unknown>> = [];
     const get = io.js.consumers.get.bind(io.js.consumers);
     io.js.consumers.get = (async (...args: Parameters<typeof get>) => {
