@@ -20,6 +20,7 @@
  * processor on the PostgreSQL backend), so the processor's writes commit with the schedule's consumption.
  */
 export {
+  arraysAsLiterals,
   countOf,
   deliveryClient,
   onceFor,

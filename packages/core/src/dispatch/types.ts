@@ -180,8 +180,9 @@ export interface DispatcherOptions<M extends MessageTypes = MessageTypes, Sql = 
   /** How long `drain()` waits for processors before aborting their signals and returning (default 30,000 ms). */
   drainTimeout?: number;
   /**
-   * Most schedules one delivery batch claims and commits together (default 256, at most 1,000). Fewer are
-   * claimed when processors are slow (see `batchDuration`). Bounds memory, whatever the backlog.
+   * Most schedules one delivery batch claims and commits together (default 256, at most 10,000; a store may
+   * claim fewer: its claim limit, 250 on NATS). Fewer are also claimed when processors are slow (see
+   * `batchDuration`). Bounds memory, whatever the backlog.
    */
   batchSize?: number;
   /**

@@ -109,7 +109,7 @@ export interface SchedulerEvents {
   /** This replica became its group's leader: a new epoch with a larger token. */
   leadershipAcquired: LeadershipEvent;
   /**
-   * This replica's epoch ended: `expired` or `refused` (see LeaseLossReason) when it was lost, `resigned`
+   * This replica's epoch ended: `expired` or `taken` (see LeaseLossReason) when it was lost, `resigned`
    * when the scheduler gave leadership up (drain, stop).
    */
   leadershipLost: LeadershipEvent & { reason: string };
