@@ -259,8 +259,8 @@ export async function openBackend(
         purpose,
         cwd,
       );
-      // `migrate` is passed on for when the NATS backend honours it; today it creates its streams anyway.
-      const natsOptions: Parameters<typeof createNatsBackend>[1] & { migrate?: boolean } = {
+      // `migrate: false` (inspecting commands) opens an existing store only, as on the other backends.
+      const natsOptions: Parameters<typeof createNatsBackend>[1] = {
         ...common,
         ...(target.prefix !== undefined ? { prefix: target.prefix } : {}),
       };

@@ -21,8 +21,8 @@ exports:
                                                { dueOrder: false }, { pushChannel: false })
   sql?: SqlProbe                               for backends that declare sql: setup, write, rows and exec
                                                (a raw statement through tx.sql), see @duetime/conformance
-Groups: schedules, sharing, dispatcher, batches, deadLetters, recurring, reads, pushChannel,
-  transactionControl, processes, crashes, leases, cursors, calendar, calendarFailover.
+Groups: schedules, sharing, dispatcher, batches, deadLetters, recurring, operations, reads,
+  pushChannel, transactionControl, processes, crashes, leases, cursors, calendar, calendarFailover.
   --name <name>    name shown in the report (default: the module's file name)
   --only <groups>  run only these groups (comma separated)
   --json           print the per-group results as JSON`;

@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 import { InvalidArgumentError, redactUrl } from '@duetime/core';
 import { type CliIo, EXIT, isNotFound } from '../io.js';
 import { openBackend } from '../open-backend.js';
+import { MissingPackageError } from '../optional.js';
 import { loadOptional } from '../optional.js';
 import { backendOptions, backendUrl } from './common.js';
 
@@ -63,7 +64,8 @@ export async function dashboardCommand(args: string[], io: CliIo): Promise<numbe
   try {
     backend = await openBackend(url, { cwd: io.cwd, migrate: false });
   } catch (error) {
-    if (isNotFound(error)) {
+    // A backend package that is not installed is not an empty store: it exits 5 and names the package.
+    if (isNotFound(error) && !(error instanceof MissingPackageError)) {
       io.err(`duetime dashboard: nothing to show: ${error.message}`);
       return EXIT.failed;
     }
