@@ -2,8 +2,7 @@ import { parseArgs } from 'node:util';
 import { InvalidArgumentError, redactUrl } from '@duetime/core';
 import { type CliIo, EXIT, isNotFound } from '../io.js';
 import { openBackend } from '../open-backend.js';
-import { MissingPackageError } from '../optional.js';
-import { loadOptional } from '../optional.js';
+import { loadOptional, MissingPackageError } from '../optional.js';
 import { backendOptions, backendUrl } from './common.js';
 
 export const dashboardHelp = `Usage:
