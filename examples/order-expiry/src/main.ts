@@ -125,7 +125,9 @@ export async function main(options: DemoOptions = {}): Promise<DemoOutcome> {
       );
     }
     print('');
-    print('dead letters (duetime schedules list --dead; retry with duetime schedules retry KEY)');
+    print(
+      `dead letters (duetime schedules list --dead --backend ${url}; retry with duetime schedules retry KEY --backend ${url})`,
+    );
     for (const dead of outcome.deadLetters)
       print(`${dead.key}  after ${dead.attempts} attempts: ${dead.error}`);
     return outcome;

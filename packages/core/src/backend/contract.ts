@@ -2,7 +2,7 @@
  * The contract a duetime backend implements: the first file to read when writing one.
  *
  * A backend is three small parts that {@link defineBackend} wraps:
- * - a {@link StoreAdapter} (capability 1: transactional schedules), 7 methods plus up to 7 optional ones;
+ * - a {@link StoreAdapter} (capability 1: transactional schedules), 7 methods plus up to 9 optional ones;
  * - a {@link LeaseBackend} (leadership and overlap leases for calendars), 4 methods;
  * - a {@link CursorBackend} (per-schedule progress of calendars), 2 methods.
  *
@@ -225,7 +225,8 @@ export interface StoreAdapter<Sql = unknown, U extends Unit<Sql> = Unit<Sql>> {
    */
   write?(unit: U, writes: readonly Write[]): Promise<number[]>;
   /**
-   * Interactive adapters with `sql`: runs `fn` (one processor and its writes) in a savepoint of `unit`.
+   * Interactive adapters (required with `write`): runs `fn` (one processor and its writes) in a savepoint
+   * of `unit`.
    * When `fn` throws, everything it did through the unit since is undone, and the error is rethrown; the
    * unit stays usable. Also throws when `fn` left the unit unusable (on PostgreSQL, a failed statement the
    * processor caught). A savepoint may be taken lazily, at the part's first statement.
