@@ -13,6 +13,7 @@ export const PUBLISHED = [
   'backend-nats',
   'conformance',
   'dashboard',
+  'bindings',
   'cli',
 ] as const;
 
